@@ -1,0 +1,121 @@
+//! Deterministic token budgets for loaded skill content.
+
+use serde::{Deserialize, Serialize};
+
+use crate::skill::{Skill, SkillName};
+
+pub const DEFAULT_SKILL_TOKEN_LIMIT: u32 = 10_000;
+pub const MAX_SKILL_TOKEN_LIMIT: u32 = 100_000;
+
+/// A load budget in estimated tokens: an integer in `1..=100_000`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "u64", into = "u32")]
+pub struct TokenLimit(u32);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("skill_token_limit must be an integer between 1 and 100000")]
+pub struct InvalidTokenLimit;
+
+impl TokenLimit {
+    pub const DEFAULT: TokenLimit = TokenLimit(DEFAULT_SKILL_TOKEN_LIMIT);
+
+    pub fn new(limit: u64) -> Result<Self, InvalidTokenLimit> {
+        match u32::try_from(limit) {
+            Ok(limit) if (1..=MAX_SKILL_TOKEN_LIMIT).contains(&limit) => Ok(TokenLimit(limit)),
+            _ => Err(InvalidTokenLimit),
+        }
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    fn byte_budget(self) -> usize {
+        self.0 as usize * 4
+    }
+}
+
+impl Default for TokenLimit {
+    fn default() -> Self {
+        TokenLimit::DEFAULT
+    }
+}
+
+impl TryFrom<u64> for TokenLimit {
+    type Error = InvalidTokenLimit;
+
+    fn try_from(limit: u64) -> Result<Self, Self::Error> {
+        TokenLimit::new(limit)
+    }
+}
+
+impl From<TokenLimit> for u32 {
+    fn from(limit: TokenLimit) -> Self {
+        limit.0
+    }
+}
+
+impl std::str::FromStr for TokenLimit {
+    type Err = InvalidTokenLimit;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse::<u64>().map_err(|_| InvalidTokenLimit).and_then(TokenLimit::new)
+    }
+}
+
+/// The result of a budgeted load, field for field nagents' `SkillLoadResult`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillLoadResult {
+    pub name: SkillName,
+    pub location: String,
+    pub content: String,
+    pub truncated: bool,
+    pub estimated_tokens: u64,
+    pub token_limit: TokenLimit,
+}
+
+/// Estimates tokens as ceil(UTF-8 bytes / 4); this is no provider's tokenizer.
+pub fn estimate_skill_tokens(content: &str) -> u64 {
+    (content.len() as u64).div_ceil(4)
+}
+
+/// Bounds `content` to `4 * limit` UTF-8 bytes, dropping a character the cut would split.
+pub fn budget_skill_content(skill: &Skill, content: &str, limit: TokenLimit) -> SkillLoadResult {
+    let budget = limit.byte_budget();
+    let truncated = content.len() > budget;
+    let bounded = if truncated { &content[..content.floor_char_boundary(budget)] } else { content };
+    SkillLoadResult {
+        name: skill.name().clone(),
+        location: skill.location().to_owned(),
+        content: bounded.to_owned(),
+        truncated,
+        estimated_tokens: estimate_skill_tokens(bounded),
+        token_limit: limit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_bounded() {
+        assert!(TokenLimit::new(0).is_err());
+        assert!(TokenLimit::new(100_001).is_err());
+        assert!(TokenLimit::new(u64::MAX).is_err());
+        assert_eq!(TokenLimit::new(1).unwrap().get(), 1);
+        assert_eq!("100000".parse::<TokenLimit>().unwrap().get(), 100_000);
+        assert!(serde_json::from_str::<TokenLimit>("1.5").is_err());
+        assert!(serde_json::from_str::<TokenLimit>("true").is_err());
+    }
+
+    #[test]
+    fn cut_drops_a_split_character() {
+        let skill = Skill::new("a", "d", "l").unwrap();
+        let result = budget_skill_content(&skill, "abc😀", TokenLimit::new(1).unwrap());
+        assert_eq!((result.content.as_str(), result.truncated, result.estimated_tokens), ("abc", true, 1));
+        let result = budget_skill_content(&skill, "abcd", TokenLimit::new(1).unwrap());
+        assert_eq!((result.content.as_str(), result.truncated), ("abcd", false));
+        assert_eq!(estimate_skill_tokens("abcde"), 2);
+    }
+}

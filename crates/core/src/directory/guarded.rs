@@ -1,0 +1,116 @@
+//! The only filesystem access of directory discovery. Every open is relative to an already-open
+//! directory and refuses symlinks, so nothing beneath a root can redirect a read elsewhere, and a
+//! `SKILL.md` is opened non-blocking and checked with `fstat`, so a FIFO or device cannot hang it.
+
+use std::io::Read;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+
+use crate::pystr;
+
+/// The largest `SKILL.md` read, in bytes.
+pub const MAX_FILE_BYTES: usize = 4_000_000;
+pub(crate) const SKILL_FILE: &str = "SKILL.md";
+
+const DIRECTORY_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+const FILE_FLAGS: OFlags =
+    OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
+
+/// Why a `SKILL.md` could not be read; the messages are nagents'.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    Os(std::io::Error),
+    NotRegular,
+    TooLarge,
+    NotUtf8(String),
+}
+
+impl ReadError {
+    pub(crate) fn message(&self) -> String {
+        match self {
+            ReadError::Os(error) => pystr::os_error_message(error, SKILL_FILE.as_bytes()),
+            ReadError::NotRegular => "SKILL.md must be a regular file".to_owned(),
+            ReadError::TooLarge => format!("SKILL.md exceeds {MAX_FILE_BYTES} bytes"),
+            ReadError::NotUtf8(message) => message.clone(),
+        }
+    }
+}
+
+/// Opens a configured root, following symlinks: the root itself may be one (a git-sync link or
+/// a mounted volume). On failure the message names the component that failed, as nagents'.
+pub(crate) fn open_root(root: &[u8]) -> Result<OwnedFd, String> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    match rustix::fs::open(root, flags, Mode::empty()) {
+        Ok(fd) => Ok(fd),
+        Err(_) => {
+            // Walk again one component at a time to name the one that fails.
+            let mut current = rustix::fs::open("/", flags, Mode::empty()).map_err(|e| os_message(e, b"/"))?;
+            for part in root.split(|&b| b == b'/').filter(|part| !part.is_empty()) {
+                current = rustix::fs::openat(&current, part, flags, Mode::empty()).map_err(|e| os_message(e, part))?;
+            }
+            Ok(current)
+        }
+    }
+}
+
+/// Opens the directory `name` inside `parent`, refusing a symlink.
+pub(crate) fn open_child_directory(parent: BorrowedFd<'_>, name: &[u8]) -> Result<OwnedFd, String> {
+    rustix::fs::openat(parent, name, DIRECTORY_FLAGS, Mode::empty()).map_err(|e| os_message(e, name))
+}
+
+/// Opens the directory reached from `root` through `components`, with no symlink anywhere on the
+/// way: `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has it, one
+/// `O_NOFOLLOW` open per component otherwise.
+pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[Vec<u8>]) -> Result<OwnedFd, std::io::Error> {
+    static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
+    if components.is_empty() {
+        return Ok(rustix::io::dup(root)?);
+    }
+    if !OPENAT2_MISSING.load(Ordering::Relaxed) {
+        let path = components.join(&b'/');
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        for _ in 0..3 {
+            match rustix::fs::openat2(root, &path, DIRECTORY_FLAGS, Mode::empty(), resolve) {
+                // A concurrent rename anywhere on the system can make the kernel refuse to vouch.
+                Err(Errno::AGAIN) => continue,
+                // No openat2 (before Linux 5.6), or a seccomp filter that refuses it.
+                Err(Errno::NOSYS | Errno::PERM) => {
+                    OPENAT2_MISSING.store(true, Ordering::Relaxed);
+                    break;
+                }
+                result => return Ok(result?),
+            }
+        }
+    }
+    let mut current = rustix::fs::openat(root, &components[0], DIRECTORY_FLAGS, Mode::empty())?;
+    for part in &components[1..] {
+        current = rustix::fs::openat(&current, part, DIRECTORY_FLAGS, Mode::empty())?;
+    }
+    Ok(current)
+}
+
+/// Reads `SKILL.md` in `directory`: a regular file (checked on the open descriptor) of at most
+/// 4,000,000 bytes of UTF-8.
+pub(crate) fn read_skill_file(directory: BorrowedFd<'_>) -> Result<String, ReadError> {
+    let fd =
+        rustix::fs::openat(directory, SKILL_FILE, FILE_FLAGS, Mode::empty()).map_err(|e| ReadError::Os(e.into()))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|e| ReadError::Os(e.into()))?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(ReadError::NotRegular);
+    }
+    let expected = usize::try_from(stat.st_size).unwrap_or(0).min(MAX_FILE_BYTES);
+    let mut content = Vec::with_capacity(expected + 1);
+    std::fs::File::from(fd).take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut content).map_err(ReadError::Os)?;
+    if content.len() > MAX_FILE_BYTES {
+        return Err(ReadError::TooLarge);
+    }
+    String::from_utf8(content)
+        .map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(error.as_bytes(), &error.utf8_error())))
+}
+
+fn os_message(errno: Errno, name: &[u8]) -> String {
+    pystr::os_error_message(&errno.into(), name)
+}

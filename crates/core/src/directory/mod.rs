@@ -1,0 +1,147 @@
+//! Skills in folders on disk, discovered without ever following a symlink beneath a root.
+
+mod guarded;
+mod path;
+mod walk;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+
+pub use self::guarded::MAX_FILE_BYTES;
+pub use self::path::AbsoluteRoot;
+use self::walk::Found;
+use crate::discover::{Discovery, SkillDiscoverer, SkillError, skill_catalog};
+use crate::metadata::parse_skill_metadata;
+use crate::skill::{Skill, SkillName};
+
+pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
+pub const DEFAULT_MAX_DEPTH: usize = 16;
+
+/// Discovers `SKILL.md` files under explicitly configured roots.
+///
+/// Roots are made absolute lexically and walked in order. Every entry (directories and symlinks
+/// included) counts against `max_entries`; a directory whose listing does not fit in what remains
+/// yields nothing and ends the walk. Folders deeper than `max_depth` (the root is 0) are not
+/// entered. Symlinks beneath a root are never followed; the root itself may be one, and is
+/// resolved once per scan. Skipped files are reported as diagnostics, at most 20.
+///
+/// Clones share the catalog of the last scan.
+#[derive(Debug, Clone)]
+pub struct DirectorySkillDiscoverer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    roots: Vec<AbsoluteRoot>,
+    max_entries: usize,
+    max_depth: usize,
+    /// The last scan's skills by name, for loads.
+    catalog: Mutex<Arc<BTreeMap<SkillName, Found>>>,
+}
+
+impl DirectorySkillDiscoverer {
+    /// A source over `roots` with nagents' default bounds. Fails only when a relative root
+    /// cannot be made absolute (no current directory) or `~` cannot be expanded.
+    pub fn new<I, P>(roots: I) -> std::io::Result<Self>
+    where
+        I: IntoIterator<Item = P>,
+        P: AsRef<OsStr>,
+    {
+        let max_entries = NonZeroUsize::new(DEFAULT_MAX_ENTRIES).expect("nonzero");
+        Self::with_limits(roots, max_entries, DEFAULT_MAX_DEPTH)
+    }
+
+    /// A source over `roots` with explicit bounds.
+    pub fn with_limits<I, P>(roots: I, max_entries: NonZeroUsize, max_depth: usize) -> std::io::Result<Self>
+    where
+        I: IntoIterator<Item = P>,
+        P: AsRef<OsStr>,
+    {
+        let roots = roots.into_iter().map(|root| AbsoluteRoot::new(root.as_ref())).collect::<Result<_, _>>()?;
+        Ok(Self::from_roots(roots, max_entries, max_depth))
+    }
+
+    /// A source over already-absolute roots.
+    pub fn from_roots(roots: Vec<AbsoluteRoot>, max_entries: NonZeroUsize, max_depth: usize) -> Self {
+        let inner = Inner { roots, max_entries: max_entries.get(), max_depth, catalog: Mutex::default() };
+        DirectorySkillDiscoverer { inner: Arc::new(inner) }
+    }
+
+    pub fn roots(&self) -> &[AbsoluteRoot] {
+        &self.inner.roots
+    }
+
+    pub fn max_entries(&self) -> usize {
+        self.inner.max_entries
+    }
+
+    pub fn max_depth(&self) -> usize {
+        self.inner.max_depth
+    }
+
+    /// Scans synchronously on the calling thread (the async methods run this off the executor).
+    pub fn scan_blocking(&self) -> Result<Discovery, SkillError> {
+        let config = &self.inner;
+        let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth);
+        let catalog = skill_catalog(outcome.found.iter().map(|found| found.skill.clone()))?;
+        let owners: BTreeMap<SkillName, Found> =
+            outcome.found.into_iter().map(|found| (found.skill.name().clone(), found)).collect();
+        *self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(owners);
+        Ok(Discovery { skills: catalog.into_values().collect(), diagnostics: outcome.diagnostics })
+    }
+
+    /// Re-reads `skill`'s file through the same guarded opens as discovery.
+    pub fn load_blocking(&self, skill: &Skill) -> Result<String, SkillError> {
+        let catalog = Arc::clone(&self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner));
+        let found = catalog
+            .get(skill.name())
+            .filter(|found| found.skill == *skill)
+            .ok_or_else(|| SkillError::NotInCatalog { name: skill.name().clone(), catalog: "directory" })?;
+        let changed = || SkillError::Changed { name: skill.name().clone() };
+        let root = &self.inner.roots[found.root];
+        let root_fd = guarded::open_root(root.as_bytes()).map_err(|_| changed())?;
+        let folder = guarded::open_beneath(std::os::fd::AsFd::as_fd(&root_fd), &found.folders).map_err(|error| {
+            match error.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => changed(),
+                // Symlinks refused on the way (ELOOP, EXDEV from RESOLVE_BENEATH) mean a swap.
+                _ if matches!(error.raw_os_error(), Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() || code == rustix::io::Errno::XDEV.raw_os_error()) => changed(),
+                _ => SkillError::Io { context: format!("cannot open the folder of skill '{}'", skill.name()), source: error },
+            }
+        })?;
+        let content = guarded::read_skill_file(std::os::fd::AsFd::as_fd(&folder)).map_err(|_| changed())?;
+        let folder_name = match found.folders.last() {
+            Some(name) => name.as_slice(),
+            None => root.name(),
+        };
+        let current = parse_skill_metadata(&content, skill.location(), &String::from_utf8_lossy(folder_name));
+        match current {
+            Ok(current) if current == *skill => Ok(content),
+            _ => Err(changed()),
+        }
+    }
+}
+
+#[async_trait]
+impl SkillDiscoverer for DirectorySkillDiscoverer {
+    async fn scan(&self) -> Result<Discovery, SkillError> {
+        let this = self.clone();
+        run_blocking(move || this.scan_blocking()).await
+    }
+
+    async fn load(&self, skill: &Skill) -> Result<String, SkillError> {
+        let (this, skill) = (self.clone(), skill.clone());
+        run_blocking(move || this.load_blocking(&skill)).await
+    }
+}
+
+async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
+}

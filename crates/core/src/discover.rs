@@ -1,0 +1,104 @@
+//! The discoverer protocol: any source of skills, local or remote.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::skill::{Skill, SkillName};
+
+/// Why a source could not discover or load.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SkillError {
+    /// One source listed two descriptors with the same name; the second is named.
+    #[error("Duplicate skill name '{name}' at {location}")]
+    DuplicateName { name: SkillName, location: String },
+    /// The descriptor is not the source's current one (unknown, replaced or from another source).
+    #[error("Skill '{name}' is not in this {catalog} catalog; refresh discovery")]
+    NotInCatalog { name: SkillName, catalog: &'static str },
+    /// The skill's file changed or vanished since discovery.
+    #[error("Skill '{name}' changed; refresh discovery and retry")]
+    Changed { name: SkillName },
+    /// A source's own content is not a valid skill (e.g. a builtin skill with bad metadata).
+    #[error("{0}")]
+    Metadata(#[from] crate::metadata::MetadataError),
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+    /// Any other source's failure, such as a remote catalog's.
+    #[error(transparent)]
+    Source(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl SkillError {
+    /// Whether discovering again and retrying may succeed: the caller's descriptor is stale.
+    pub fn is_stale(&self) -> bool {
+        matches!(self, SkillError::NotInCatalog { .. } | SkillError::Changed { .. })
+    }
+}
+
+/// One complete scan of a source: its descriptors and what it skipped, with reasons.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovery {
+    pub skills: Vec<Skill>,
+    pub diagnostics: Vec<String>,
+}
+
+/// A source of skills. Object safe: composites hold `Arc<dyn SkillDiscoverer>`.
+#[async_trait]
+pub trait SkillDiscoverer: Send + Sync {
+    /// The source's complete current catalog.
+    async fn discover(&self) -> Result<Vec<Skill>, SkillError> {
+        Ok(self.scan().await?.skills)
+    }
+
+    /// The catalog together with the diagnostics of the same scan.
+    async fn scan(&self) -> Result<Discovery, SkillError>;
+
+    /// The full content of `skill`, which must be this source's current descriptor.
+    async fn load(&self, skill: &Skill) -> Result<String, SkillError>;
+}
+
+#[async_trait]
+impl<T: SkillDiscoverer + ?Sized> SkillDiscoverer for Arc<T> {
+    async fn discover(&self) -> Result<Vec<Skill>, SkillError> {
+        (**self).discover().await
+    }
+
+    async fn scan(&self) -> Result<Discovery, SkillError> {
+        (**self).scan().await
+    }
+
+    async fn load(&self, skill: &Skill) -> Result<String, SkillError> {
+        (**self).load(skill).await
+    }
+}
+
+/// Validates one source's complete snapshot, as nagents' `skill_catalog`: a name listed twice is
+/// an error naming the second descriptor. The catalog is in name order.
+pub fn skill_catalog(skills: impl IntoIterator<Item = Skill>) -> Result<BTreeMap<SkillName, Skill>, SkillError> {
+    let mut catalog = BTreeMap::new();
+    for skill in skills {
+        if catalog.contains_key(skill.name()) {
+            return Err(SkillError::DuplicateName {
+                name: skill.name().clone(),
+                location: skill.location().to_owned(),
+            });
+        }
+        catalog.insert(skill.name().clone(), skill);
+    }
+    Ok(catalog)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_names_the_second() {
+        let a = Skill::new("a", "d", "/x/a/SKILL.md").unwrap();
+        let b = Skill::new("a", "d", "/y/a/SKILL.md").unwrap();
+        let error = skill_catalog([a, b]).unwrap_err();
+        assert_eq!(error.to_string(), "Duplicate skill name 'a' at /y/a/SKILL.md");
+    }
+}

@@ -1,0 +1,38 @@
+//! The skills protocol of skillcat, with the semantics of nagents' `nagents.skills`: validated
+//! descriptors, `SKILL.md` metadata parsing, token budgets, the bounded prompt manifest, and the
+//! directory, builtin and composite discoverers. No HTTP here.
+//!
+//! ```
+//! use skillcat_core::{Skill, TokenLimit, budget_skill_content, parse_skill_metadata, render_skill_manifest};
+//!
+//! let content = "---\nname: greet\ndescription: Greets people.\n---\n# Greet\nSay hello.\n";
+//! let skill = parse_skill_metadata(content, "/skills/greet/SKILL.md", "greet").unwrap();
+//! assert_eq!(skill.description(), "Greets people.");
+//! assert!(render_skill_manifest([&skill]).contains("<skill name=\"greet\""));
+//! let load = budget_skill_content(&skill, content, TokenLimit::new(4).unwrap());
+//! assert!(load.truncated && load.content.len() <= 16);
+//! ```
+
+mod budget;
+mod builtin;
+mod composite;
+mod directory;
+mod discover;
+mod manifest;
+mod metadata;
+pub mod pystr;
+mod references;
+mod skill;
+
+pub use budget::{
+    DEFAULT_SKILL_TOKEN_LIMIT, InvalidTokenLimit, MAX_SKILL_TOKEN_LIMIT, SkillLoadResult, TokenLimit,
+    budget_skill_content, estimate_skill_tokens,
+};
+pub use builtin::BuiltinSkillDiscoverer;
+pub use composite::{CompositeDiscovery, CompositeSkillDiscoverer, SourcedDiagnostic, SourcedSkill};
+pub use directory::{AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, DirectorySkillDiscoverer, MAX_FILE_BYTES};
+pub use discover::{Discovery, SkillDiscoverer, SkillError, skill_catalog};
+pub use manifest::{MAX_SKILL_MANIFEST_TOKENS, render_skill_manifest};
+pub use metadata::{FALLBACK_DESCRIPTION, MetadataError, MetadataErrorKind, parse_skill_metadata};
+pub use references::explicit_skill_names;
+pub use skill::{InvalidSkill, MAX_DESCRIPTION_CHARS, MAX_LOCATION_CHARS, Skill, SkillName};

@@ -1,0 +1,182 @@
+//! Skill descriptors, valid by construction.
+
+use std::borrow::Borrow;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::pystr;
+
+/// Longest description, in code points.
+pub const MAX_DESCRIPTION_CHARS: usize = 1000;
+/// Longest location, in code points.
+pub const MAX_LOCATION_CHARS: usize = 4096;
+
+/// Why a descriptor was refused; the messages are nagents' `ValueError` texts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidSkill {
+    #[error("Skill name must contain 1-64 ASCII letters, digits, underscores or hyphens")]
+    Name,
+    #[error("Skill description must be nonblank text of at most 1000 characters")]
+    Description,
+    #[error("Skill location must be nonblank text of at most 4096 characters")]
+    Location,
+}
+
+/// A skill name: 1 to 64 ASCII letters, digits, `_` or `-`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SkillName(String);
+
+impl SkillName {
+    pub fn parse(name: impl Into<String>) -> Result<Self, InvalidSkill> {
+        let name = name.into();
+        let valid =
+            (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if valid { Ok(SkillName(name)) } else { Err(InvalidSkill::Name) }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for SkillName {
+    type Error = InvalidSkill;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        SkillName::parse(name)
+    }
+}
+
+impl std::str::FromStr for SkillName {
+    type Err = InvalidSkill;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        SkillName::parse(name)
+    }
+}
+
+impl From<SkillName> for String {
+    fn from(name: SkillName) -> Self {
+        name.0
+    }
+}
+
+impl AsRef<str> for SkillName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for SkillName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SkillName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Immutable discovery metadata. `location` is an opaque identifier owned by the source.
+///
+/// Equal descriptors are the same version of a skill: loads compare the caller's descriptor
+/// with the source's current one and refuse a stale one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "RawSkill", into = "RawSkill")]
+pub struct Skill {
+    name: SkillName,
+    description: String,
+    location: String,
+}
+
+impl Skill {
+    /// Validates like nagents' `Skill.__post_init__`: the name first, then the description
+    /// (nonblank, at most 1000 code points), then the location (nonblank, at most 4096).
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        location: impl Into<String>,
+    ) -> Result<Self, InvalidSkill> {
+        let name = SkillName::parse(name)?;
+        let description = description.into();
+        if !is_bounded_text(&description, MAX_DESCRIPTION_CHARS) {
+            return Err(InvalidSkill::Description);
+        }
+        let location = location.into();
+        if !is_bounded_text(&location, MAX_LOCATION_CHARS) {
+            return Err(InvalidSkill::Location);
+        }
+        Ok(Skill { name, description, location })
+    }
+
+    pub fn name(&self) -> &SkillName {
+        &self.name
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+fn is_bounded_text(text: &str, max_chars: usize) -> bool {
+    !pystr::strip(text).is_empty() && pystr::char_len(text) <= max_chars
+}
+
+#[derive(Serialize, Deserialize)]
+struct RawSkill {
+    name: String,
+    description: String,
+    location: String,
+}
+
+impl TryFrom<RawSkill> for Skill {
+    type Error = InvalidSkill;
+
+    fn try_from(raw: RawSkill) -> Result<Self, Self::Error> {
+        Skill::new(raw.name, raw.description, raw.location)
+    }
+}
+
+impl From<Skill> for RawSkill {
+    fn from(skill: Skill) -> Self {
+        RawSkill { name: skill.name.0, description: skill.description, location: skill.location }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_nagents() {
+        assert!(SkillName::parse("a").is_ok());
+        assert!(SkillName::parse("A_b-9".repeat(12) + "abcd").is_ok());
+        assert_eq!(SkillName::parse("x".repeat(65)), Err(InvalidSkill::Name));
+        for bad in ["", "a b", "é", "a.b", "a\n"] {
+            assert_eq!(SkillName::parse(bad), Err(InvalidSkill::Name), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn text_bounds_count_code_points_and_python_whitespace() {
+        assert!(Skill::new("a", "é".repeat(1000), "x").is_ok());
+        assert_eq!(Skill::new("a", "é".repeat(1001), "x"), Err(InvalidSkill::Description));
+        assert_eq!(Skill::new("a", "\u{1f}\u{3000}", "x"), Err(InvalidSkill::Description));
+        assert_eq!(Skill::new("a", "d", " "), Err(InvalidSkill::Location));
+        assert_eq!(Skill::new("a b", "", ""), Err(InvalidSkill::Name));
+    }
+
+    #[test]
+    fn serde_validates() {
+        let skill: Result<Skill, _> = serde_json::from_str(r#"{"name":"a b","description":"d","location":"l"}"#);
+        assert!(skill.is_err());
+    }
+}
