@@ -1,0 +1,116 @@
+//! The command line: offline commands over the same sources the server uses.
+
+mod check;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use skillcat_core::{SkillDiscoverer, SkillError, SkillName, TokenLimit, budget_skill_content, render_skill_manifest};
+
+use crate::config::SourceArgs;
+use crate::sources::Sources;
+
+#[derive(Debug, Parser)]
+#[command(name = "skillcat", version, about = "A skill catalog for LLM agents")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List skills, shadowed skills and diagnostics; exit 1 on any diagnostic or source error.
+    Check {
+        #[command(flatten)]
+        sources: SourceArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the prompt manifest of the catalog, exactly as agents receive it.
+    Manifest {
+        #[command(flatten)]
+        sources: SourceArgs,
+    },
+    /// Print the budgeted load of one skill as JSON.
+    Load {
+        #[command(flatten)]
+        sources: SourceArgs,
+        /// The skill to load.
+        name: SkillName,
+        /// The budget in estimated tokens (4 UTF-8 bytes each), 1 to 100000.
+        #[arg(long, value_name = "N", default_value_t = TokenLimit::DEFAULT.get())]
+        token_limit: u32,
+    },
+}
+
+/// Runs the command line and returns the process's exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(&anyhow::Error::new(error).context("cannot start the async runtime")),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => fail(&error),
+    }
+}
+
+fn fail(error: &anyhow::Error) -> ExitCode {
+    eprintln!("skillcat: {error:#}");
+    ExitCode::FAILURE
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Check { sources, json } => {
+            let sources = build(&sources)?;
+            let report = check::Report::collect(&sources).await;
+            let mut out = std::io::stdout().lock();
+            if json {
+                serde_json::to_writer(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                report.write_table(&mut out)?;
+            }
+            out.flush()?;
+            Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Manifest { sources } => {
+            let sources = build(&sources)?;
+            let skills = sources.composite.discover().await.map_err(source_error)?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(render_skill_manifest(&skills).as_bytes())?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Load { sources, name, token_limit } => {
+            let limit = TokenLimit::new(token_limit.into())?;
+            let sources = build(&sources)?;
+            let skills = sources.composite.discover().await.map_err(source_error)?;
+            let skill = skills
+                .iter()
+                .find(|skill| *skill.name() == name)
+                .with_context(|| format!("no skill named '{name}' in the catalog"))?;
+            let content = sources.composite.load(skill).await?;
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer(&mut out, &budget_skill_content(skill, &content, limit))?;
+            writeln!(out)?;
+            out.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
+    let (configs, _file) = args.resolve()?;
+    Sources::build(&configs).context("cannot set up the sources")
+}
+
+/// A source's failure, printed as the source's own message (nagents' wording).
+fn source_error(error: SkillError) -> anyhow::Error {
+    anyhow::anyhow!("{error}")
+}
