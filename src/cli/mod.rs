@@ -69,7 +69,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check { sources, json } => {
             let sources = build(&sources)?;
             let report = check::Report::collect(&sources).await;
-            let mut out = std::io::stdout().lock();
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             if json {
                 serde_json::to_writer(&mut out, &report)?;
                 writeln!(out)?;

@@ -63,21 +63,25 @@ pub(crate) fn parse_fields<'a>(
 ) -> Result<(&'a str, &'a str), MetadataErrorKind> {
     let mut name = default_name;
     let mut description = "";
-    let mut lines = pystr::splitlines(content);
-    let mut body_start = 0;
-    if lines.first().is_some_and(|first| pystr::strip(first) == "---") {
-        let end = (1..lines.len())
-            .find(|&index| pystr::rstrip(lines[index]) == "---")
-            .ok_or(MetadataErrorKind::UnterminatedFrontmatter)?;
+    let mut lines = pystr::splitlines(content).peekable();
+    if lines.next_if(|first| pystr::strip(first) == "---").is_some() {
+        let mut frontmatter = Vec::new();
+        loop {
+            match lines.next() {
+                Some(line) if pystr::rstrip(line) == "---" => break,
+                Some(line) => frontmatter.push(line),
+                None => return Err(MetadataErrorKind::UnterminatedFrontmatter),
+            }
+        }
         let mut seen_name = false;
         let mut seen_description = false;
-        for line in &lines[1..end] {
+        for line in frontmatter {
             if line.chars().next().is_none_or(pystr::is_space) {
                 continue;
             }
             let (key, value) = match line.split_once(':') {
                 Some((key, value)) => (key, Some(value)),
-                None => (*line, None),
+                None => (line, None),
             };
             let (key, seen): (&'static str, &mut bool) = match pystr::strip(key) {
                 "name" => ("name", &mut seen_name),
@@ -104,12 +108,9 @@ pub(crate) fn parse_fields<'a>(
                 description = value;
             }
         }
-        body_start = end + 1;
     }
-    lines.drain(..body_start);
     if description.is_empty() {
         description = lines
-            .iter()
             .map(|line| (line, pystr::strip(line)))
             .find(|(line, stripped)| !stripped.is_empty() && !line.starts_with('#'))
             .map_or("", |(_, stripped)| stripped);

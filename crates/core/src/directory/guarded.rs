@@ -64,7 +64,7 @@ pub(crate) fn open_child_directory(parent: BorrowedFd<'_>, name: &[u8]) -> Resul
 /// Opens the directory reached from `root` through `components`, with no symlink anywhere on the
 /// way: `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` where the kernel has it, one
 /// `O_NOFOLLOW` open per component otherwise.
-pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[Vec<u8>]) -> Result<OwnedFd, std::io::Error> {
+pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[&[u8]]) -> Result<OwnedFd, std::io::Error> {
     static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
     if components.is_empty() {
         return Ok(rustix::io::dup(root)?);
@@ -85,9 +85,9 @@ pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[Vec<u8>]) -> Resu
             }
         }
     }
-    let mut current = rustix::fs::openat(root, &components[0], DIRECTORY_FLAGS, Mode::empty())?;
+    let mut current = rustix::fs::openat(root, components[0], DIRECTORY_FLAGS, Mode::empty())?;
     for part in &components[1..] {
-        current = rustix::fs::openat(&current, part, DIRECTORY_FLAGS, Mode::empty())?;
+        current = rustix::fs::openat(&current, *part, DIRECTORY_FLAGS, Mode::empty())?;
     }
     Ok(current)
 }
@@ -101,14 +101,40 @@ pub(crate) fn read_skill_file(directory: BorrowedFd<'_>) -> Result<String, ReadE
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         return Err(ReadError::NotRegular);
     }
-    let expected = usize::try_from(stat.st_size).unwrap_or(0).min(MAX_FILE_BYTES);
-    let mut content = Vec::with_capacity(expected + 1);
-    std::fs::File::from(fd).take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut content).map_err(ReadError::Os)?;
+    let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
+    let content = read_bounded(fd, size).map_err(ReadError::Os)?;
     if content.len() > MAX_FILE_BYTES {
         return Err(ReadError::TooLarge);
     }
     String::from_utf8(content)
         .map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(error.as_bytes(), &error.utf8_error())))
+}
+
+/// Reads at most `MAX_FILE_BYTES + 1` bytes. A read that stops short exactly at the size `fstat`
+/// reported is the end of the file, which saves the extra `read` that would return 0.
+fn read_bounded(fd: OwnedFd, size: usize) -> std::io::Result<Vec<u8>> {
+    let mut file = std::fs::File::from(fd);
+    let mut content = vec![0; size.min(MAX_FILE_BYTES) + 1];
+    let mut filled = 0;
+    loop {
+        match file.read(&mut content[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error),
+        }
+        if filled == content.len() {
+            if filled > MAX_FILE_BYTES {
+                break;
+            }
+            // The file grew since fstat.
+            content.resize((filled * 2).min(MAX_FILE_BYTES + 1), 0);
+        } else if filled == size {
+            break;
+        }
+    }
+    content.truncate(filled);
+    Ok(content)
 }
 
 fn os_message(errno: Errno, name: &[u8]) -> String {

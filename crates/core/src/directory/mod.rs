@@ -7,6 +7,7 @@ mod walk;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::num::NonZeroUsize;
+use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -14,7 +15,7 @@ use async_trait::async_trait;
 pub use self::guarded::MAX_FILE_BYTES;
 pub use self::path::AbsoluteRoot;
 use self::walk::Found;
-use crate::discover::{Discovery, SkillDiscoverer, SkillError, skill_catalog};
+use crate::discover::{Discovery, SkillDiscoverer, SkillError};
 use crate::metadata::parse_skill_metadata;
 use crate::skill::{Skill, SkillName};
 
@@ -88,11 +89,21 @@ impl DirectorySkillDiscoverer {
     pub fn scan_blocking(&self) -> Result<Discovery, SkillError> {
         let config = &self.inner;
         let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth);
-        let catalog = skill_catalog(outcome.found.iter().map(|found| found.skill.clone()))?;
-        let owners: BTreeMap<SkillName, Found> =
-            outcome.found.into_iter().map(|found| (found.skill.name().clone(), found)).collect();
-        *self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(owners);
-        Ok(Discovery { skills: catalog.into_values().collect(), diagnostics: outcome.diagnostics })
+        let mut catalog: BTreeMap<SkillName, Found> = BTreeMap::new();
+        for found in outcome.found {
+            if let Some(first) = catalog.get(found.skill.name()) {
+                debug_assert_eq!(first.skill.name(), found.skill.name());
+                let skill = found.skill;
+                return Err(SkillError::DuplicateName {
+                    name: skill.name().clone(),
+                    location: skill.location().to_owned(),
+                });
+            }
+            catalog.insert(found.skill.name().clone(), found);
+        }
+        let skills = catalog.values().map(|found| found.skill.clone()).collect();
+        *self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(catalog);
+        Ok(Discovery { skills, diagnostics: outcome.diagnostics })
     }
 
     /// Re-reads `skill`'s file through the same guarded opens as discovery.
@@ -104,26 +115,33 @@ impl DirectorySkillDiscoverer {
             .ok_or_else(|| SkillError::NotInCatalog { name: skill.name().clone(), catalog: "directory" })?;
         let changed = || SkillError::Changed { name: skill.name().clone() };
         let root = &self.inner.roots[found.root];
+        let folders = folders_below(root, skill.location());
         let root_fd = guarded::open_root(root.as_bytes()).map_err(|_| changed())?;
-        let folder = guarded::open_beneath(std::os::fd::AsFd::as_fd(&root_fd), &found.folders).map_err(|error| {
-            match error.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => changed(),
-                // Symlinks refused on the way (ELOOP, EXDEV from RESOLVE_BENEATH) mean a swap.
-                _ if matches!(error.raw_os_error(), Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() || code == rustix::io::Errno::XDEV.raw_os_error()) => changed(),
-                _ => SkillError::Io { context: format!("cannot open the folder of skill '{}'", skill.name()), source: error },
+        let folder = guarded::open_beneath(root_fd.as_fd(), &folders).map_err(|error| {
+            let swapped =
+                [rustix::io::Errno::LOOP, rustix::io::Errno::XDEV, rustix::io::Errno::NOENT, rustix::io::Errno::NOTDIR]
+                    .iter()
+                    .any(|errno| error.raw_os_error() == Some(errno.raw_os_error()));
+            if swapped {
+                changed()
+            } else {
+                SkillError::Io { context: format!("cannot open the folder of skill '{}'", skill.name()), source: error }
             }
         })?;
-        let content = guarded::read_skill_file(std::os::fd::AsFd::as_fd(&folder)).map_err(|_| changed())?;
-        let folder_name = match found.folders.last() {
-            Some(name) => name.as_slice(),
-            None => root.name(),
-        };
-        let current = parse_skill_metadata(&content, skill.location(), &String::from_utf8_lossy(folder_name));
-        match current {
+        let content = guarded::read_skill_file(folder.as_fd()).map_err(|_| changed())?;
+        let folder_name = folders.last().copied().unwrap_or_else(|| root.name());
+        match parse_skill_metadata(&content, skill.location(), &String::from_utf8_lossy(folder_name)) {
             Ok(current) if current == *skill => Ok(content),
             _ => Err(changed()),
         }
     }
+}
+
+/// The folders from `root` down to the one holding the `SKILL.md` at `location`.
+fn folders_below<'a>(root: &AbsoluteRoot, location: &'a str) -> Vec<&'a [u8]> {
+    let below = location.as_bytes().get(root.as_bytes().len()..).unwrap_or_default();
+    let below = below.strip_suffix(b"SKILL.md").unwrap_or(below);
+    below.split(|&b| b == b'/').filter(|part| !part.is_empty()).collect()
 }
 
 #[async_trait]

@@ -39,32 +39,47 @@ pub fn rstrip(s: &str) -> &str {
     s.trim_end_matches(is_space)
 }
 
-/// Whether `c` ends a line for Python's `str.splitlines()` (`\r\n` counts as one break).
-fn is_line_break(c: char) -> bool {
-    matches!(c, '\n' | '\u{b}' | '\u{c}' | '\r' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+/// Python's `str.splitlines()` (without `keepends`): breaks at `\n`, `\r\n`, `\r`, `\v`, `\f`,
+/// `\x1c`, `\x1d`, `\x1e`, `\x85`, U+2028 and U+2029, with no empty line after a final break.
+pub fn splitlines(s: &str) -> Lines<'_> {
+    Lines { rest: s }
 }
 
-/// Python's `str.splitlines()` (without `keepends`): no empty line after a final break.
-pub fn splitlines(s: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut rest = s;
-    while !rest.is_empty() {
-        match rest.char_indices().find(|&(_, c)| is_line_break(c)) {
-            Some((at, c)) => {
-                lines.push(&rest[..at]);
-                let mut next = at + c.len_utf8();
-                if c == '\r' && rest[next..].starts_with('\n') {
-                    next += 1;
-                }
-                rest = &rest[next..];
-            }
-            None => {
-                lines.push(rest);
-                break;
-            }
+/// The lines of [`splitlines`], produced lazily.
+#[derive(Debug, Clone)]
+pub struct Lines<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        if self.rest.is_empty() {
+            return None;
         }
+        let bytes = self.rest.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            // The end of this line and the start of the next, if a break starts at `at`.
+            let line_break = match bytes[at] {
+                b'\r' if bytes.get(at + 1) == Some(&b'\n') => Some(2),
+                b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1e => Some(1),
+                0xC2 if bytes.get(at + 1) == Some(&0x85) => Some(2),
+                0xE2 if bytes.get(at + 1) == Some(&0x80) && matches!(bytes.get(at + 2), Some(0xA8 | 0xA9)) => Some(3),
+                _ => None,
+            };
+            if let Some(width) = line_break {
+                let line = &self.rest[..at];
+                self.rest = &self.rest[at + width..];
+                return Some(line);
+            }
+            at += 1;
+        }
+        let line = self.rest;
+        self.rest = "";
+        Some(line)
     }
-    lines
 }
 
 /// Python's `len(s)`: the number of code points.
@@ -302,11 +317,12 @@ mod tests {
 
     #[test]
     fn splitlines_matches_python() {
-        assert_eq!(splitlines(""), Vec::<&str>::new());
-        assert_eq!(splitlines("a\n"), ["a"]);
-        assert_eq!(splitlines("a\n\n"), ["a", ""]);
-        assert_eq!(splitlines("a\r\nb\rc\u{2028}d\u{1f}e"), ["a", "b", "c", "d\u{1f}e"]);
-        assert_eq!(splitlines("\r\r\n"), ["", ""]);
+        let lines = |s| splitlines(s).collect::<Vec<_>>();
+        assert_eq!(lines(""), Vec::<&str>::new());
+        assert_eq!(lines("a\n"), ["a"]);
+        assert_eq!(lines("a\n\n"), ["a", ""]);
+        assert_eq!(lines("a\r\nb\rc\u{2028}d\u{1f}e\u{85}f\u{2029}"), ["a", "b", "c", "d\u{1f}e", "f"]);
+        assert_eq!(lines("\r\r\n\u{b}\u{c}\u{1c}\u{1d}\u{1e}x\u{2027}"), ["", "", "", "", "", "", "", "x\u{2027}"]);
     }
 
     #[test]
