@@ -1,0 +1,4 @@
+//! The integration suite: one test binary for conformance, security and the command line.
+
+mod conformance;
+mod support;
