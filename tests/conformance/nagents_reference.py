@@ -4,6 +4,8 @@
 Usage:
     python nagents_reference.py record   # cases.json -> expected.json (next to this file)
     python nagents_reference.py case     # one case object on stdin -> its result on stdout
+    python nagents_reference.py cases    # a JSON list of cases on stdin -> a list of results
+    python nagents_reference.py pure     # pure-function inputs on stdin -> their results (see pure())
 
 Needs Python 3.9+ and nagents (0.25.2) only. Every case is built in a fresh
 directory T whose absolute path is exactly 64 bytes; every occurrence of T in
@@ -25,7 +27,10 @@ from nagents.skills import CompositeSkillDiscoverer
 from nagents.skills import DEFAULT_SKILL_TOKEN_LIMIT
 from nagents.skills import DirectorySkillDiscoverer
 from nagents.skills import budget_skill_content
+from nagents.skills import Skill
+from nagents.skills import parse_skill_metadata
 from nagents.skills import render_skill_manifest
+from nagents.skills.types import explicit_skill_names
 
 ROOT_LENGTH = 64
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -384,15 +389,59 @@ def one_case():
     sys.stdout.buffer.flush()
 
 
+def many_cases():
+    try:
+        cases = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    except ValueError as error:
+        raise CaseError(f"stdin is not a JSON list of cases: {error}") from None
+    if not isinstance(cases, list):
+        raise CaseError("stdin must be a JSON list of cases")
+    results = [run_case(case, strict=False) for case in cases]
+    sys.stdout.buffer.write((json.dumps(results, ensure_ascii=False) + "\n").encode("utf-8"))
+    sys.stdout.buffer.flush()
+
+
+def _outcome(function, *arguments):
+    try:
+        return {"ok": function(*arguments)}
+    except Exception as error:  # noqa: BLE001 - every failure is data here
+        return {"error": str(error)}
+
+
+def pure():
+    """Run nagents' pure functions on a batch of inputs.
+
+    stdin: {"parse": [[content, location, default_name], ...],
+            "budget": [[content, token_limit], ...],
+            "manifest": [[[name, description, location], ...], ...],
+            "references": [text, ...]}
+    stdout: the same keys, each a list of {"ok": result} or {"error": message}; a parsed skill is
+    [name, description, location], a budget is the SkillLoadResult of a skill named "s" at "loc".
+    """
+    request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    skill = Skill("s", "d", "loc")
+    result = {
+        "parse": [
+            _outcome(lambda c, l, n: _triple(parse_skill_metadata(c, l, n)), *item) for item in request.get("parse", [])
+        ],
+        "budget": [_outcome(lambda c, t: dict(budget_skill_content(skill, c, t)), *item) for item in request.get("budget", [])],
+        "manifest": [
+            _outcome(lambda skills: render_skill_manifest([Skill(*triple) for triple in skills]), item)
+            for item in request.get("manifest", [])
+        ],
+        "references": [_outcome(lambda text: list(explicit_skill_names(text)), item) for item in request.get("references", [])],
+    }
+    sys.stdout.buffer.write((json.dumps(result, ensure_ascii=False) + "\n").encode("utf-8"))
+    sys.stdout.buffer.flush()
+
+
 def main(argv):
-    if len(argv) != 2 or argv[1] not in ("record", "case"):
+    modes = {"record": record, "case": one_case, "cases": many_cases, "pure": pure}
+    if len(argv) != 2 or argv[1] not in modes:
         print(__doc__, file=sys.stderr)
         return 2
     try:
-        if argv[1] == "record":
-            record()
-        else:
-            one_case()
+        modes[argv[1]]()
     except CaseError as error:
         print(f"invalid case: {error}", file=sys.stderr)
         return 2
