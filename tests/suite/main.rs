@@ -1,4 +1,5 @@
 //! The integration suite: one test binary for conformance, security and the command line.
 
 mod conformance;
+mod reference;
 mod support;
