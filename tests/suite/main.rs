@@ -1,5 +1,6 @@
 //! The integration suite: one test binary for conformance, security and the command line.
 
+mod cli;
 mod conformance;
 mod reference;
 mod support;
