@@ -1,6 +1,7 @@
 //! Several sources as one catalog: the first source to name a skill owns it.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -60,10 +61,11 @@ impl CompositeSkillDiscoverer {
             diagnostics.extend(discovery.diagnostics.into_iter().map(|message| SourcedDiagnostic { source, message }));
             for (name, skill) in skill_catalog(discovery.skills)? {
                 let entry = SourcedSkill { skill, source };
-                if owners.contains_key(&name) {
-                    shadowed.push(entry);
-                } else {
-                    owners.insert(name, entry);
+                match owners.entry(name) {
+                    Entry::Occupied(_) => shadowed.push(entry),
+                    Entry::Vacant(vacant) => {
+                        vacant.insert(entry);
+                    }
                 }
             }
         }

@@ -24,12 +24,12 @@ pub fn explicit_skill_names(text: &str) -> Vec<SkillName> {
         let rest = &text[at + 1..];
         let run = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
         let followed_by_word = rest[run..].chars().next().is_some_and(is_word);
-        if (1..=64).contains(&run) && !followed_by_word {
-            if let Ok(name) = SkillName::parse(&rest[..run]) {
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
+        if (1..=64).contains(&run)
+            && !followed_by_word
+            && let Ok(name) = SkillName::parse(&rest[..run])
+            && !names.contains(&name)
+        {
+            names.push(name);
         }
     }
     names
