@@ -4,67 +4,67 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use skillcat_core::{CompositeDiscovery, SkillError};
+
 use crate::sources::Sources;
 
+/// What `check` prints, borrowing from one scan of the sources.
 #[derive(Debug, Serialize)]
-pub struct Report {
-    pub skills: Vec<SkillRow>,
-    pub shadowed: Vec<ShadowedRow>,
-    pub diagnostics: Vec<DiagnosticRow>,
+pub struct Report<'a> {
+    pub skills: Vec<SkillRow<'a>>,
+    pub shadowed: Vec<ShadowedRow<'a>>,
+    pub diagnostics: Vec<DiagnosticRow<'a>>,
     pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct SkillRow {
-    pub name: String,
-    pub description: String,
-    pub location: String,
-    pub source: String,
+pub struct SkillRow<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub location: &'a str,
+    pub source: &'a str,
 }
 
 #[derive(Debug, Serialize)]
-pub struct ShadowedRow {
-    pub name: String,
-    pub location: String,
-    pub source: String,
+pub struct ShadowedRow<'a> {
+    pub name: &'a str,
+    pub location: &'a str,
+    pub source: &'a str,
 }
 
 #[derive(Debug, Serialize)]
-pub struct DiagnosticRow {
-    pub source: String,
-    pub message: String,
+pub struct DiagnosticRow<'a> {
+    pub source: &'a str,
+    pub message: &'a str,
 }
 
-impl Report {
-    pub async fn collect(sources: &Sources) -> Self {
-        match sources.composite.scan_sources().await {
+impl<'a> Report<'a> {
+    pub fn new(sources: &'a Sources, scan: &'a Result<CompositeDiscovery, SkillError>) -> Self {
+        match scan {
             Ok(discovery) => Report {
                 skills: discovery
                     .skills
-                    .into_iter()
+                    .iter()
                     .map(|entry| SkillRow {
-                        name: entry.skill.name().to_string(),
-                        description: entry.skill.description().to_owned(),
-                        location: entry.skill.location().to_owned(),
-                        source: sources.label(entry.source).to_owned(),
+                        name: entry.skill.name().as_str(),
+                        description: entry.skill.description(),
+                        location: entry.skill.location(),
+                        source: sources.label(entry.source),
                     })
                     .collect(),
                 shadowed: discovery
                     .shadowed
-                    .into_iter()
+                    .iter()
                     .map(|entry| ShadowedRow {
-                        name: entry.skill.name().to_string(),
-                        location: entry.skill.location().to_owned(),
-                        source: sources.label(entry.source).to_owned(),
+                        name: entry.skill.name().as_str(),
+                        location: entry.skill.location(),
+                        source: sources.label(entry.source),
                     })
                     .collect(),
                 diagnostics: discovery
                     .diagnostics
-                    .into_iter()
-                    .map(|entry| DiagnosticRow {
-                        source: sources.label(entry.source).to_owned(),
-                        message: entry.message,
-                    })
+                    .iter()
+                    .map(|entry| DiagnosticRow { source: sources.label(entry.source), message: &entry.message })
                     .collect(),
                 error: None,
             },

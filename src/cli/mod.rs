@@ -68,7 +68,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check { sources, json } => {
             let sources = build(&sources)?;
-            let report = check::Report::collect(&sources).await;
+            let scan = sources.composite.scan_sources().await;
+            let report = check::Report::new(&sources, &scan);
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             if json {
                 serde_json::to_writer(&mut out, &report)?;

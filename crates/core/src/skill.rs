@@ -2,6 +2,7 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,17 +24,17 @@ pub enum InvalidSkill {
     Location,
 }
 
-/// A skill name: 1 to 64 ASCII letters, digits, `_` or `-`.
+/// A skill name: 1 to 64 ASCII letters, digits, `_` or `-`. Clones share the text.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct SkillName(String);
+pub struct SkillName(Arc<str>);
 
 impl SkillName {
-    pub fn parse(name: impl Into<String>) -> Result<Self, InvalidSkill> {
-        let name = name.into();
+    pub fn parse(name: impl AsRef<str>) -> Result<Self, InvalidSkill> {
+        let name = name.as_ref();
         let valid =
             (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if valid { Ok(SkillName(name)) } else { Err(InvalidSkill::Name) }
+        if valid { Ok(SkillName(Arc::from(name))) } else { Err(InvalidSkill::Name) }
     }
 
     pub fn as_str(&self) -> &str {
@@ -59,7 +60,7 @@ impl std::str::FromStr for SkillName {
 
 impl From<SkillName> for String {
     fn from(name: SkillName) -> Self {
-        name.0
+        String::from(&*name.0)
     }
 }
 
@@ -84,33 +85,33 @@ impl fmt::Display for SkillName {
 /// Immutable discovery metadata. `location` is an opaque identifier owned by the source.
 ///
 /// Equal descriptors are the same version of a skill: loads compare the caller's descriptor
-/// with the source's current one and refuse a stale one.
+/// with the source's current one and refuse a stale one. Clones share the text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "RawSkill", into = "RawSkill")]
 pub struct Skill {
     name: SkillName,
-    description: String,
-    location: String,
+    description: Arc<str>,
+    location: Arc<str>,
 }
 
 impl Skill {
     /// Validates like nagents' `Skill.__post_init__`: the name first, then the description
     /// (nonblank, at most 1000 code points), then the location (nonblank, at most 4096).
     pub fn new(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        location: impl Into<String>,
+        name: impl AsRef<str>,
+        description: impl AsRef<str>,
+        location: impl AsRef<str>,
     ) -> Result<Self, InvalidSkill> {
         let name = SkillName::parse(name)?;
-        let description = description.into();
-        if !is_bounded_text(&description, MAX_DESCRIPTION_CHARS) {
+        let description = description.as_ref();
+        if !is_bounded_text(description, MAX_DESCRIPTION_CHARS) {
             return Err(InvalidSkill::Description);
         }
-        let location = location.into();
-        if !is_bounded_text(&location, MAX_LOCATION_CHARS) {
+        let location = location.as_ref();
+        if !is_bounded_text(location, MAX_LOCATION_CHARS) {
             return Err(InvalidSkill::Location);
         }
-        Ok(Skill { name, description, location })
+        Ok(Skill { name, description: Arc::from(description), location: Arc::from(location) })
     }
 
     pub fn name(&self) -> &SkillName {
@@ -147,7 +148,11 @@ impl TryFrom<RawSkill> for Skill {
 
 impl From<Skill> for RawSkill {
     fn from(skill: Skill) -> Self {
-        RawSkill { name: skill.name.0, description: skill.description, location: skill.location }
+        RawSkill {
+            name: skill.name.into(),
+            description: skill.description.as_ref().to_owned(),
+            location: skill.location.as_ref().to_owned(),
+        }
     }
 }
 

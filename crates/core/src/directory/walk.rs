@@ -1,15 +1,16 @@
 //! One blocking scan of a directory source, step for step nagents' walk.
 //!
-//! The walk itself (listing, counting, ordering, depth) runs on the calling thread, exactly in
-//! nagents' order. Reading and parsing each `SKILL.md` is handed to a few reader threads through
-//! a bounded queue (which also bounds the descriptors held open), and the results are put back in
-//! walk order before anything is published, so the outcome is the same as a sequential walk.
+//! The decisions of the walk (what is counted, in which order, how deep, what is reported) are
+//! taken on the calling thread in exactly nagents' order. The system calls are not: a few worker
+//! threads open, list and sort the folders the walk will visit next and read their `SKILL.md`,
+//! a bounded window ahead of it. The walk then consumes those results in its own order, so the
+//! outcome is the same as a sequential walk's; work done for a folder the walk does not enter
+//! (a bound was reached) is discarded.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, RawDir};
 
@@ -24,11 +25,10 @@ const MAX_DIAGNOSTIC_PART: usize = 300;
 const ENTRY_LIMIT: &str = "discovery entry limit reached; increase max_entries";
 const DEPTH_LIMIT: &str = "discovery depth/entry limit reached";
 const LOCATION_NOT_UTF8: &str = "skill location is not valid UTF-8; rename the folder";
-/// Reads are handed over in batches (fewer wake-ups); each read holds its folder's descriptor open
-/// until done, so the batch size and queue length bound the descriptors a scan holds.
-const READ_BATCH: usize = 32;
-const QUEUED_BATCHES: usize = 4;
-const MAX_READERS: usize = 4;
+/// Subfolders prepared ahead of the walk, per folder being walked. Each prepared folder holds a
+/// descriptor, so this (times the depth) bounds the descriptors a scan holds.
+const WINDOW: usize = 16;
+const MAX_THREADS: usize = 4;
 /// Large enough for any single directory entry, so `getdents64` never fails with `EINVAL`.
 const LISTING_BUFFER: usize = 32 * 1024;
 
@@ -46,68 +46,39 @@ pub(crate) struct Outcome {
 }
 
 pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize) -> Outcome {
-    let readers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_READERS);
-    let (jobs, queue) = mpsc::sync_channel::<Vec<ReadJob>>(QUEUED_BATCHES);
-    let queue = Mutex::new(queue);
-    let (events, reads) = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..readers)
-            .map(|_| {
-                let reader = std::thread::Builder::new().name("skill-reader".into());
-                reader.spawn_scoped(scope, || read_jobs(&queue)).expect("cannot start a reader thread")
-            })
-            .collect();
+    // The walk prepares folders itself while it would otherwise wait, so one core is its own.
+    let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
+    let queue = Queue::default();
+    std::thread::scope(|scope| {
+        for _ in 0..helpers {
+            std::thread::Builder::new()
+                .name("skill-scan".into())
+                .spawn_scoped(scope, || queue.serve())
+                .expect("cannot start a scan thread");
+        }
         let mut walk = Walk {
             max_depth,
             remaining: max_entries,
             visited: HashSet::new(),
-            events: Vec::new(),
-            diagnostic_events: 0,
-            reads: 0,
-            jobs,
-            batch: Vec::with_capacity(READ_BATCH),
-            listing: Vec::with_capacity(LISTING_BUFFER),
+            outcome: Outcome::default(),
+            queue: &queue,
+            buffer: Vec::with_capacity(LISTING_BUFFER),
         };
         for (index, root) in roots.iter().enumerate() {
             if walk.remaining == 0 {
                 break;
             }
-            walk.directory(Opener::Root, root.as_bytes().to_vec(), 0, index);
+            let folder = walk.prepare(Opener::Root, root.as_bytes().to_vec());
+            walk.directory(folder, 0, index);
         }
-        walk.flush();
-        let Walk { events, reads, jobs, .. } = walk;
-        drop(jobs);
-        let mut results: Vec<Option<Result<Found, Diagnostic>>> = vec![None; reads];
-        for worker in workers {
-            for (sequence, result) in worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)) {
-                results[sequence] = Some(result);
-            }
-        }
-        (events, results)
-    });
-    replay(events, reads)
+        let outcome = std::mem::take(&mut walk.outcome);
+        queue.close();
+        outcome
+    })
 }
 
-/// Puts the walk's diagnostics and the readers' results back in walk order.
-fn replay(events: Vec<Event>, mut reads: Vec<Option<Result<Found, Diagnostic>>>) -> Outcome {
-    let mut outcome = Outcome::default();
-    let diagnose = |diagnostic: Diagnostic, outcome: &mut Outcome| {
-        if outcome.diagnostics.len() < MAX_DIAGNOSTICS {
-            outcome.diagnostics.push(diagnostic.render());
-        }
-    };
-    for event in events {
-        match event {
-            Event::Diagnostic(diagnostic) => diagnose(diagnostic, &mut outcome),
-            Event::Read(sequence) => match reads[sequence].take().expect("every queued read is answered") {
-                Ok(found) => outcome.found.push(found),
-                Err(diagnostic) => diagnose(diagnostic, &mut outcome),
-            },
-        }
-    }
-    outcome
-}
-
-#[derive(Debug, Clone)]
+/// A skipped path and why, rendered only if it is among the first 20.
+#[derive(Debug)]
 struct Diagnostic {
     path: Vec<u8>,
     message: Vec<u8>,
@@ -127,29 +98,205 @@ impl Diagnostic {
     }
 }
 
-enum Event {
-    Diagnostic(Diagnostic),
-    /// The result of the read with this sequence number.
-    Read(usize),
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Directory,
+    SkillFile,
+    /// Symlinks, other files, special files, and entries that could not be examined: counted,
+    /// never followed or read.
+    Other,
 }
 
-struct ReadJob {
-    sequence: usize,
-    folder: Arc<OwnedFd>,
+/// An entry in listing order, with the error of examining it if its type had to be looked up.
+struct Entry {
+    name: Vec<u8>,
+    kind: Kind,
+    stat_error: Option<String>,
+}
+
+/// A folder opened and listed by a worker, with its `SKILL.md` already read.
+struct Prepared {
     path: Vec<u8>,
-    root: usize,
+    listing: Result<Listing, String>,
 }
 
-fn read_jobs(queue: &Mutex<Receiver<Vec<ReadJob>>>) -> Vec<(usize, Result<Found, Diagnostic>)> {
-    let mut done = Vec::new();
-    loop {
-        let batch = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
-        let Ok(batch) = batch else { return done };
-        for job in batch {
-            let result = read_skill(job.folder.as_fd(), &job.path).map(|skill| Found { skill, root: job.root });
-            done.push((job.sequence, result));
+struct Listing {
+    fd: Arc<OwnedFd>,
+    /// Entries in the order the kernel listed them (which decides where the entry limit trips).
+    entries: Vec<Entry>,
+    /// Listing failed after these entries.
+    error: Option<String>,
+    /// Indexes into `entries`, in code-point order of names.
+    sorted: Vec<usize>,
+    skill: Option<Result<Skill, Diagnostic>>,
+}
+
+enum Opener {
+    Root,
+    Child(Arc<OwnedFd>),
+}
+
+/// A folder to prepare, and where to put the result.
+struct Task {
+    opener: Opener,
+    path: Vec<u8>,
+    slot: Arc<Slot>,
+}
+
+/// Where a prepared folder is delivered; the walk waits on it only when no queued work is left
+/// for it to do itself.
+#[derive(Default)]
+struct Slot {
+    state: Mutex<SlotState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct SlotState {
+    value: Option<Prepared>,
+    waiting: bool,
+}
+
+impl Slot {
+    fn put(&self, prepared: Prepared) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.value = Some(prepared);
+        if state.waiting {
+            self.ready.notify_one();
         }
     }
+
+    fn try_take(&self) -> Option<Prepared> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).value.take()
+    }
+
+    fn take(&self) -> Prepared {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(prepared) = state.value.take() {
+                return prepared;
+            }
+            state.waiting = true;
+            state = self.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Folders to prepare, in the order the walk will need them. Wake-ups cost system calls, so a
+/// push wakes a helper only when one is idle.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    available: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    tasks: VecDeque<Task>,
+    idle: usize,
+    closed: bool,
+}
+
+impl Queue {
+    fn push(&self, task: Task) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.tasks.push_back(task);
+        if state.idle > 0 {
+            self.available.notify_one();
+        }
+    }
+
+    fn try_pop(&self) -> Option<Task> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).tasks.pop_front()
+    }
+
+    fn close(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.closed = true;
+        state.tasks.clear();
+        self.available.notify_all();
+    }
+
+    /// A helper thread's loop: prepare queued folders until the walk ends.
+    fn serve(&self) {
+        let mut buffer = Vec::with_capacity(LISTING_BUFFER);
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(task) = state.tasks.pop_front() {
+                drop(state);
+                task.run(&mut buffer);
+                state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            } else if state.closed {
+                return;
+            } else {
+                state.idle += 1;
+                state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state.idle -= 1;
+            }
+        }
+    }
+}
+
+impl Task {
+    fn run(self, buffer: &mut Vec<u8>) {
+        self.slot.put(prepare(self.opener, self.path, buffer));
+    }
+}
+
+/// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
+fn prepare(opener: Opener, path: Vec<u8>, buffer: &mut Vec<u8>) -> Prepared {
+    let opened = match &opener {
+        Opener::Root => guarded::open_root(&path),
+        Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(&path)),
+    };
+    let fd = match opened {
+        Ok(fd) => fd,
+        Err(message) => return Prepared { path, listing: Err(message) },
+    };
+    let (entries, error) = list(fd.as_fd(), &path, buffer);
+    let mut sorted: Vec<usize> = (0..entries.len()).collect();
+    sorted.sort_by(|&a, &b| pystr::cmp_units(&entries[a].name, &entries[b].name));
+    let skill = match error {
+        None if entries.iter().any(|entry| entry.kind == Kind::SkillFile) => {
+            Some(read_skill(fd.as_fd(), &join(&path, SKILL_FILE.as_bytes())))
+        }
+        _ => None,
+    };
+    Prepared { path, listing: Ok(Listing { fd: Arc::new(fd), entries, error, sorted, skill }) }
+}
+
+fn list(fd: BorrowedFd<'_>, path: &[u8], buffer: &mut Vec<u8>) -> (Vec<Entry>, Option<String>) {
+    let mut entries = Vec::new();
+    let mut listing = RawDir::new(fd, buffer.spare_capacity_mut());
+    while let Some(entry) = listing.next() {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(errno) => return (entries, Some(pystr::os_error_message(&errno.into(), path))),
+        };
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let name = name.to_vec();
+        let mut stat_error = None;
+        let file_type = match entry.file_type() {
+            FileType::Unknown => match rustix::fs::statat(fd, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                Err(errno) => {
+                    stat_error = Some(pystr::os_error_message(&errno.into(), &name));
+                    FileType::Unknown
+                }
+            },
+            file_type => file_type,
+        };
+        let kind = match file_type {
+            FileType::Directory => Kind::Directory,
+            FileType::RegularFile if name == SKILL_FILE.as_bytes() => Kind::SkillFile,
+            _ => Kind::Other,
+        };
+        entries.push(Entry { name, kind, stat_error });
+    }
+    (entries, None)
 }
 
 /// Reads and parses one `SKILL.md`; `path` is its location.
@@ -172,149 +319,113 @@ fn read_skill(folder: BorrowedFd<'_>, path: &[u8]) -> Result<Skill, Diagnostic> 
     Err(Diagnostic::new(path, message))
 }
 
-/// Why a listing ended early.
-enum Stop {
-    Failed(String),
-    OverLimit,
-}
-
-enum Opener<'a> {
-    Root,
-    Child(BorrowedFd<'a>),
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Directory,
-    SkillFile,
-    /// Symlinks, other files, special files, and entries that could not be examined: counted,
-    /// never followed or read.
-    Other,
-}
-
-struct Walk {
+struct Walk<'q> {
     max_depth: usize,
     remaining: usize,
     visited: HashSet<Vec<u8>>,
-    events: Vec<Event>,
-    /// Diagnostics recorded by the walk itself; past the cap, more cannot show.
-    diagnostic_events: usize,
-    reads: usize,
-    jobs: SyncSender<Vec<ReadJob>>,
-    batch: Vec<ReadJob>,
-    /// The `getdents64` buffer, reused for every directory.
-    listing: Vec<u8>,
+    outcome: Outcome,
+    queue: &'q Queue,
+    buffer: Vec<u8>,
 }
 
-impl Walk {
-    fn diagnose(&mut self, path: &[u8], message: impl Into<Vec<u8>>) {
-        if self.diagnostic_events < MAX_DIAGNOSTICS {
-            self.diagnostic_events += 1;
-            self.events.push(Event::Diagnostic(Diagnostic::new(path, message)));
+impl Walk<'_> {
+    fn diagnose(&mut self, diagnostic: Diagnostic) {
+        if self.outcome.diagnostics.len() < MAX_DIAGNOSTICS {
+            self.outcome.diagnostics.push(diagnostic.render());
         }
     }
 
-    fn flush(&mut self) {
-        if !self.batch.is_empty() {
-            let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(READ_BATCH));
-            self.jobs.send(batch).expect("readers run until the walk ends");
+    /// Queues a folder for a worker to prepare.
+    fn prepare(&self, opener: Opener, path: Vec<u8>) -> Arc<Slot> {
+        let slot = Arc::new(Slot::default());
+        self.queue.push(Task { opener, path, slot: Arc::clone(&slot) });
+        slot
+    }
+
+    /// The prepared folder of `slot`, preparing queued folders meanwhile rather than waiting.
+    fn wait(&mut self, slot: &Slot) -> Prepared {
+        loop {
+            if let Some(prepared) = slot.try_take() {
+                return prepared;
+            }
+            match self.queue.try_pop() {
+                Some(task) => task.run(&mut self.buffer),
+                None => return slot.take(),
+            }
         }
     }
 
-    fn directory(&mut self, opener: Opener<'_>, path: Vec<u8>, depth: usize, root: usize) {
+    fn directory(&mut self, slot: Arc<Slot>, depth: usize, root: usize) {
+        let Prepared { path, listing } = self.wait(&slot);
         if !self.visited.insert(path.clone()) {
             return;
         }
-        let opened = match opener {
-            Opener::Root => guarded::open_root(&path),
-            Opener::Child(parent) => guarded::open_child_directory(parent, last_component(&path)),
+        let listing = match listing {
+            Ok(listing) => listing,
+            Err(message) => return self.diagnose(Diagnostic::new(&path, message)),
         };
-        let fd = match opened {
-            Ok(fd) => Arc::new(fd),
-            Err(message) => return self.diagnose(&path, message),
+        if !self.count(&path, &listing) {
+            return;
+        }
+        let subfolders: Vec<usize> = if depth < self.max_depth {
+            listing.sorted.iter().copied().filter(|&index| listing.entries[index].kind == Kind::Directory).collect()
+        } else {
+            Vec::new()
         };
-        let Some(mut entries) = self.list(fd.as_fd(), &path) else { return };
-        entries.sort_by(|(a, _), (b, _)| pystr::cmp_units(a, b));
-        for (name, kind) in entries {
-            match kind {
+        let mut ahead: VecDeque<Arc<Slot>> = VecDeque::with_capacity(WINDOW);
+        let mut next_to_prepare = 0;
+        let mut skill = listing.skill;
+        for &index in &listing.sorted {
+            let entry = &listing.entries[index];
+            match entry.kind {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
-                    self.directory(Opener::Child(fd.as_fd()), join(&path, &name), depth + 1, root);
-                }
-                Kind::Directory => self.diagnose(&join(&path, &name), DEPTH_LIMIT),
-                Kind::SkillFile => {
-                    let sequence = self.reads;
-                    self.reads += 1;
-                    self.events.push(Event::Read(sequence));
-                    let job = ReadJob { sequence, folder: Arc::clone(&fd), path: join(&path, &name), root };
-                    self.batch.push(job);
-                    if self.batch.len() == READ_BATCH {
-                        self.flush();
+                    while ahead.len() < WINDOW && next_to_prepare < subfolders.len() {
+                        let name = &listing.entries[subfolders[next_to_prepare]].name;
+                        ahead.push_back(self.prepare(Opener::Child(Arc::clone(&listing.fd)), join(&path, name)));
+                        next_to_prepare += 1;
                     }
+                    let slot = ahead.pop_front().expect("the next subfolder is prepared");
+                    self.directory(slot, depth + 1, root);
                 }
+                Kind::Directory => {
+                    // Not entered; a prepared result for it is discarded.
+                    if depth < self.max_depth {
+                        if ahead.is_empty() {
+                            next_to_prepare += 1;
+                        } else {
+                            ahead.pop_front();
+                        }
+                    }
+                    self.diagnose(Diagnostic::new(&join(&path, &entry.name), DEPTH_LIMIT));
+                }
+                Kind::SkillFile => match skill.take().expect("a listed SKILL.md is read") {
+                    Ok(skill) => self.outcome.found.push(Found { skill, root }),
+                    Err(diagnostic) => self.diagnose(diagnostic),
+                },
                 Kind::Other => {}
             }
         }
     }
 
-    /// Lists a directory, counting every entry against the entry budget. A directory that does not
-    /// fit yields nothing (never an arbitrary subset) and ends the walk.
-    fn list(&mut self, fd: BorrowedFd<'_>, path: &[u8]) -> Option<Vec<(Vec<u8>, Kind)>> {
-        let mut entries = Vec::new();
-        let mut failure: Option<Stop> = None;
-        let mut buffer = std::mem::take(&mut self.listing);
-        let mut listing = RawDir::new(fd, buffer.spare_capacity_mut());
-        while let Some(entry) = listing.next() {
-            let entry = match entry {
-                Ok(entry) => entry,
-                Err(errno) => {
-                    failure = Some(Stop::Failed(pystr::os_error_message(&errno.into(), path)));
-                    break;
-                }
-            };
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            if entries.len() >= self.remaining {
-                failure = Some(Stop::OverLimit);
-                break;
-            }
-            let name = name.to_vec();
-            let file_type = match entry.file_type() {
-                FileType::Unknown => match rustix::fs::statat(fd, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW) {
-                    Ok(stat) => FileType::from_raw_mode(stat.st_mode),
-                    Err(errno) => {
-                        let message = pystr::os_error_message(&errno.into(), &name);
-                        self.diagnose(&join(path, &name), message);
-                        FileType::Unknown
-                    }
-                },
-                file_type => file_type,
-            };
-            let kind = match file_type {
-                FileType::Directory => Kind::Directory,
-                FileType::RegularFile if name == SKILL_FILE.as_bytes() => Kind::SkillFile,
-                _ => Kind::Other,
-            };
-            entries.push((name, kind));
-        }
-        self.listing = buffer;
-        match failure {
-            // A failed listing publishes nothing of the directory and counts nothing.
-            Some(Stop::Failed(message)) => {
-                self.diagnose(path, message);
-                None
-            }
-            // Never publish an arbitrary subset of a directory.
-            Some(Stop::OverLimit) => {
-                self.diagnose(path, ENTRY_LIMIT);
+    /// Counts a folder's entries against the entry budget, reporting what examining them raised,
+    /// as nagents does while it lists. A folder that does not fit yields nothing (never an
+    /// arbitrary subset) and ends the walk; a folder that could not be listed counts nothing.
+    fn count(&mut self, path: &[u8], listing: &Listing) -> bool {
+        for (index, entry) in listing.entries.iter().enumerate() {
+            if index >= self.remaining {
+                self.diagnose(Diagnostic::new(path, ENTRY_LIMIT));
                 self.remaining = 0;
-                Some(Vec::new())
+                return false;
             }
-            None => {
-                self.remaining -= entries.len();
-                Some(entries)
+            if let Some(message) = &entry.stat_error {
+                self.diagnose(Diagnostic::new(&join(path, &entry.name), message.as_str()));
             }
         }
+        if let Some(message) = &listing.error {
+            self.diagnose(Diagnostic::new(path, message.as_str()));
+            return false;
+        }
+        self.remaining -= listing.entries.len();
+        true
     }
 }
