@@ -92,7 +92,7 @@ impl<'a> Report<'a> {
         writeln!(out, "{:name_width$}  {:source_width$}  DESCRIPTION", "SKILL", "SOURCE")?;
         for row in &self.skills {
             let source_pad = source_width - row.source.chars().count() + row.source.len();
-            writeln!(out, "{:name_width$}  {:source_pad$}  {}", row.name, row.source, summary(&row.description))?;
+            writeln!(out, "{:name_width$}  {:source_pad$}  {}", row.name, row.source, summary(row.description))?;
         }
         if !self.shadowed.is_empty() {
             writeln!(out, "\nshadowed (an earlier source has a skill of the same name):")?;

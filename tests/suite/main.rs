@@ -3,4 +3,5 @@
 mod cli;
 mod conformance;
 mod reference;
+mod security;
 mod support;
