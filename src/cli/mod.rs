@@ -78,7 +78,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 report.write_table(&mut out)?;
             }
             out.flush()?;
-            Ok(if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            let code = if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+            drop(report);
+            // The process ends here: freeing a large catalog piece by piece would only delay it.
+            std::mem::forget((scan, sources));
+            Ok(code)
         }
         Command::Manifest { sources } => {
             let sources = build(&sources)?;

@@ -1,13 +1,11 @@
 //! Several sources as one catalog: the first source to name a skill owns it.
 
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::discover::{Discovery, SkillDiscoverer, SkillError, skill_catalog};
-use crate::skill::{Skill, SkillName};
+use crate::discover::{Discovery, SkillDiscoverer, SkillError, sorted_catalog};
+use crate::skill::Skill;
 
 /// A descriptor and the index of the source that gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +37,8 @@ pub struct CompositeDiscovery {
 /// to the skill's owner and is refused for a descriptor that is not the current one.
 pub struct CompositeSkillDiscoverer {
     sources: Vec<Arc<dyn SkillDiscoverer>>,
-    owners: Mutex<Arc<BTreeMap<SkillName, SourcedSkill>>>,
+    /// The last discovery's catalog in name order, for loads.
+    owners: Mutex<Arc<Vec<SourcedSkill>>>,
 }
 
 impl CompositeSkillDiscoverer {
@@ -53,26 +52,44 @@ impl CompositeSkillDiscoverer {
 
     /// Scans every source in order, keeping who owns each skill and what it shadows.
     pub async fn scan_sources(&self) -> Result<CompositeDiscovery, SkillError> {
-        let mut owners: BTreeMap<SkillName, SourcedSkill> = BTreeMap::new();
+        let mut owners: Vec<SourcedSkill> = Vec::new();
         let mut shadowed = Vec::new();
         let mut diagnostics = Vec::new();
         for (source, discoverer) in self.sources.iter().enumerate() {
             let discovery = discoverer.scan().await?;
             diagnostics.extend(discovery.diagnostics.into_iter().map(|message| SourcedDiagnostic { source, message }));
-            for (name, skill) in skill_catalog(discovery.skills)? {
-                let entry = SourcedSkill { skill, source };
-                match owners.entry(name) {
-                    Entry::Occupied(_) => shadowed.push(entry),
-                    Entry::Vacant(vacant) => {
-                        vacant.insert(entry);
-                    }
-                }
-            }
+            let skills = sorted_catalog(discovery.skills, |skill| skill)?;
+            owners = merge(owners, skills.into_iter().map(|skill| SourcedSkill { skill, source }), &mut shadowed);
         }
-        let skills = owners.values().cloned().collect();
+        let skills = owners.clone();
         *self.owners.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(owners);
         Ok(CompositeDiscovery { skills, shadowed, diagnostics })
     }
+}
+
+/// Merges a later source's catalog (in name order) into the owners so far (in name order): a name
+/// already owned stays with its owner and the later descriptor is shadowed.
+fn merge(
+    owners: Vec<SourcedSkill>,
+    later: impl Iterator<Item = SourcedSkill>,
+    shadowed: &mut Vec<SourcedSkill>,
+) -> Vec<SourcedSkill> {
+    let mut merged = Vec::with_capacity(owners.len());
+    let mut owners = owners.into_iter().peekable();
+    for entry in later {
+        while let Some(owner) = owners.next_if(|owner| owner.skill.name() < entry.skill.name()) {
+            merged.push(owner);
+        }
+        match owners.next_if(|owner| owner.skill.name() == entry.skill.name()) {
+            Some(owner) => {
+                merged.push(owner);
+                shadowed.push(entry);
+            }
+            None => merged.push(entry),
+        }
+    }
+    merged.extend(owners);
+    merged
 }
 
 impl std::fmt::Debug for CompositeSkillDiscoverer {
@@ -93,7 +110,9 @@ impl SkillDiscoverer for CompositeSkillDiscoverer {
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {
         let owners = Arc::clone(&self.owners.lock().unwrap_or_else(PoisonError::into_inner));
-        match owners.get(skill.name()) {
+        let owner =
+            owners.binary_search_by(|owner| owner.skill.name().cmp(skill.name())).ok().map(|index| &owners[index]);
+        match owner {
             Some(owner) if owner.skill == *skill => self.sources[owner.source].load(skill).await,
             _ => Err(SkillError::NotInCatalog { name: skill.name().clone(), catalog: "composite" }),
         }

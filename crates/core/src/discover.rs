@@ -77,22 +77,41 @@ impl<T: SkillDiscoverer + ?Sized> SkillDiscoverer for Arc<T> {
 /// Validates one source's complete snapshot, as nagents' `skill_catalog`: a name listed twice is
 /// an error naming the second descriptor. The catalog is in name order.
 pub fn skill_catalog(skills: impl IntoIterator<Item = Skill>) -> Result<BTreeMap<SkillName, Skill>, SkillError> {
-    let mut catalog = BTreeMap::new();
-    for skill in skills {
-        if catalog.contains_key(skill.name()) {
-            return Err(SkillError::DuplicateName {
-                name: skill.name().clone(),
-                location: skill.location().to_owned(),
-            });
-        }
-        catalog.insert(skill.name().clone(), skill);
+    let skills = sorted_catalog(skills.into_iter().collect(), |skill| skill)?;
+    Ok(skills.into_iter().map(|skill| (skill.name().clone(), skill)).collect())
+}
+
+/// `items` in name order, validated as [`skill_catalog`] validates: when names repeat, the error
+/// names the repeat met first in the given order. Already-sorted input costs one pass.
+pub(crate) fn sorted_catalog<T>(mut items: Vec<T>, skill: impl Fn(&T) -> &Skill) -> Result<Vec<T>, SkillError> {
+    let name = |index: usize| skill(&items[index]).name();
+    if (1..items.len()).all(|index| name(index - 1) < name(index)) {
+        return Ok(items);
     }
-    Ok(catalog)
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|&a, &b| name(a).cmp(name(b)).then(a.cmp(&b)));
+    let repeat = order.windows(2).filter(|pair| name(pair[0]) == name(pair[1])).map(|pair| pair[1]).min();
+    if let Some(index) = repeat {
+        let skill = skill(&items[index]);
+        return Err(SkillError::DuplicateName { name: skill.name().clone(), location: skill.location().to_owned() });
+    }
+    items.sort_by(|a, b| skill(a).name().cmp(skill(b).name()));
+    Ok(items)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_repeat_in_source_order_is_named() {
+        let skill = |name: &str, location: &str| Skill::new(name, "d", location).unwrap();
+        let skills = vec![skill("b", "1"), skill("a", "2"), skill("c", "3"), skill("a", "4"), skill("b", "5")];
+        let error = skill_catalog(skills).unwrap_err();
+        assert_eq!(error.to_string(), "Duplicate skill name 'a' at 4");
+        let sorted = skill_catalog(vec![skill("b", "1"), skill("a", "2")]).unwrap();
+        assert_eq!(sorted.keys().map(SkillName::as_str).collect::<Vec<_>>(), ["a", "b"]);
+    }
 
     #[test]
     fn duplicate_names_the_second() {

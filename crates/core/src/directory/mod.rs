@@ -4,7 +4,6 @@ mod guarded;
 mod path;
 mod walk;
 
-use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::num::NonZeroUsize;
 use std::os::fd::AsFd;
@@ -15,7 +14,7 @@ use async_trait::async_trait;
 pub use self::guarded::MAX_FILE_BYTES;
 pub use self::path::AbsoluteRoot;
 use self::walk::Found;
-use crate::discover::{Discovery, SkillDiscoverer, SkillError};
+use crate::discover::{Discovery, SkillDiscoverer, SkillError, sorted_catalog};
 use crate::metadata::parse_skill_metadata;
 use crate::skill::{Skill, SkillName};
 
@@ -41,8 +40,8 @@ struct Inner {
     roots: Vec<AbsoluteRoot>,
     max_entries: usize,
     max_depth: usize,
-    /// The last scan's skills by name, for loads.
-    catalog: Mutex<Arc<BTreeMap<SkillName, Found>>>,
+    /// The last scan's skills, for loads.
+    catalog: Mutex<Arc<Catalog>>,
 }
 
 impl DirectorySkillDiscoverer {
@@ -89,19 +88,8 @@ impl DirectorySkillDiscoverer {
     pub fn scan_blocking(&self) -> Result<Discovery, SkillError> {
         let config = &self.inner;
         let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth);
-        let mut catalog: BTreeMap<SkillName, Found> = BTreeMap::new();
-        for found in outcome.found {
-            if let Some(first) = catalog.get(found.skill.name()) {
-                debug_assert_eq!(first.skill.name(), found.skill.name());
-                let skill = found.skill;
-                return Err(SkillError::DuplicateName {
-                    name: skill.name().clone(),
-                    location: skill.location().to_owned(),
-                });
-            }
-            catalog.insert(found.skill.name().clone(), found);
-        }
-        let skills = catalog.values().map(|found| found.skill.clone()).collect();
+        let catalog = Catalog::new(outcome.found)?;
+        let skills = catalog.skills().cloned().collect();
         *self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(catalog);
         Ok(Discovery { skills, diagnostics: outcome.diagnostics })
     }
@@ -134,6 +122,26 @@ impl DirectorySkillDiscoverer {
             Ok(current) if current == *skill => Ok(content),
             _ => Err(changed()),
         }
+    }
+}
+
+/// One scan's skills in name order.
+#[derive(Debug, Default)]
+struct Catalog(Vec<Found>);
+
+impl Catalog {
+    /// Orders a scan's skills by name, refusing a name found twice as nagents' `skill_catalog`
+    /// does: the error names the duplicate that the walk met first.
+    fn new(found: Vec<Found>) -> Result<Self, SkillError> {
+        Ok(Catalog(sorted_catalog(found, |found| &found.skill)?))
+    }
+
+    fn get(&self, name: &SkillName) -> Option<&Found> {
+        self.0.binary_search_by(|found| found.skill.name().cmp(name)).ok().map(|index| &self.0[index])
+    }
+
+    fn skills(&self) -> impl Iterator<Item = &Skill> {
+        self.0.iter().map(|found| &found.skill)
     }
 }
 

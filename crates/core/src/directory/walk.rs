@@ -59,7 +59,7 @@ pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize)
         let mut walk = Walk {
             max_depth,
             remaining: max_entries,
-            visited: HashSet::new(),
+            visited: roots_overlap(roots).then(HashSet::new),
             outcome: Outcome::default(),
             queue: &queue,
             buffer: Vec::with_capacity(LISTING_BUFFER),
@@ -75,6 +75,18 @@ pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize)
         queue.close();
         outcome
     })
+}
+
+/// Whether one root lies within another (or repeats it). Nothing is followed, so otherwise every
+/// folder has exactly one path from one root, and no folder can be walked twice.
+fn roots_overlap(roots: &[AbsoluteRoot]) -> bool {
+    let within = |inner: &[u8], outer: &[u8]| {
+        inner.starts_with(outer) && (inner.len() == outer.len() || outer.ends_with(b"/") || inner[outer.len()] == b'/')
+    };
+    roots
+        .iter()
+        .enumerate()
+        .any(|(i, a)| roots.iter().enumerate().any(|(j, b)| i != j && within(a.as_bytes(), b.as_bytes())))
 }
 
 /// A skipped path and why, rendered only if it is among the first 20.
@@ -322,7 +334,8 @@ fn read_skill(folder: BorrowedFd<'_>, path: &[u8]) -> Result<Skill, Diagnostic> 
 struct Walk<'q> {
     max_depth: usize,
     remaining: usize,
-    visited: HashSet<Vec<u8>>,
+    /// Folders walked so far, kept only when a folder can be reached twice (see `roots_overlap`).
+    visited: Option<HashSet<Vec<u8>>>,
     outcome: Outcome,
     queue: &'q Queue,
     buffer: Vec<u8>,
@@ -357,7 +370,9 @@ impl Walk<'_> {
 
     fn directory(&mut self, slot: Arc<Slot>, depth: usize, root: usize) {
         let Prepared { path, listing } = self.wait(&slot);
-        if !self.visited.insert(path.clone()) {
+        if let Some(visited) = &mut self.visited
+            && !visited.insert(path.clone())
+        {
             return;
         }
         let listing = match listing {
