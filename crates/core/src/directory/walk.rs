@@ -119,11 +119,12 @@ enum Kind {
     Other,
 }
 
-/// An entry in listing order, with the error of examining it if its type had to be looked up.
+/// A listed entry; its name is `names[start..start + len]` of its listing.
+#[derive(Clone, Copy)]
 struct Entry {
-    name: Vec<u8>,
+    start: u32,
+    len: u32,
     kind: Kind,
-    stat_error: Option<String>,
 }
 
 /// A folder opened and listed by a worker, with its `SKILL.md` already read.
@@ -134,13 +135,22 @@ struct Prepared {
 
 struct Listing {
     fd: Arc<OwnedFd>,
-    /// Entries in the order the kernel listed them (which decides where the entry limit trips).
+    /// Every entry's name, back to back.
+    names: Vec<u8>,
+    /// Entries in code-point order of names.
     entries: Vec<Entry>,
-    /// Listing failed after these entries.
+    /// Entries whose type could not be looked up: their position in listing order (which decides
+    /// whether nagents reports them before the entry limit trips), name and error.
+    unexamined: Vec<(usize, Vec<u8>, String)>,
+    /// Listing failed after `entries`.
     error: Option<String>,
-    /// Indexes into `entries`, in code-point order of names.
-    sorted: Vec<usize>,
     skill: Option<Result<Skill, Diagnostic>>,
+}
+
+impl Listing {
+    fn name(&self, entry: Entry) -> &[u8] {
+        &self.names[entry.start as usize..(entry.start + entry.len) as usize]
+    }
 }
 
 enum Opener {
@@ -265,37 +275,39 @@ fn prepare(opener: Opener, path: Vec<u8>, buffer: &mut Vec<u8>) -> Prepared {
         Ok(fd) => fd,
         Err(message) => return Prepared { path, listing: Err(message) },
     };
-    let (entries, error) = list(fd.as_fd(), &path, buffer);
-    let mut sorted: Vec<usize> = (0..entries.len()).collect();
-    sorted.sort_by(|&a, &b| pystr::cmp_units(&entries[a].name, &entries[b].name));
-    let skill = match error {
-        None if entries.iter().any(|entry| entry.kind == Kind::SkillFile) => {
-            Some(read_skill(fd.as_fd(), &join(&path, SKILL_FILE.as_bytes())))
-        }
-        _ => None,
-    };
-    Prepared { path, listing: Ok(Listing { fd: Arc::new(fd), entries, error, sorted, skill }) }
+    let mut listing = list(fd, &path, buffer);
+    let names = &listing.names;
+    let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
+    listing.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
+    if listing.error.is_none() && listing.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
+        listing.skill = Some(read_skill(listing.fd.as_fd(), &join(&path, SKILL_FILE.as_bytes())));
+    }
+    Prepared { path, listing: Ok(listing) }
 }
 
-fn list(fd: BorrowedFd<'_>, path: &[u8], buffer: &mut Vec<u8>) -> (Vec<Entry>, Option<String>) {
+fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> Listing {
+    let mut names = Vec::new();
     let mut entries = Vec::new();
-    let mut listing = RawDir::new(fd, buffer.spare_capacity_mut());
-    while let Some(entry) = listing.next() {
+    let mut unexamined = Vec::new();
+    let mut error = None;
+    let mut stream = RawDir::new(fd.as_fd(), buffer.spare_capacity_mut());
+    while let Some(entry) = stream.next() {
         let entry = match entry {
             Ok(entry) => entry,
-            Err(errno) => return (entries, Some(pystr::os_error_message(&errno.into(), path))),
+            Err(errno) => {
+                error = Some(pystr::os_error_message(&errno.into(), path));
+                break;
+            }
         };
         let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
-        let name = name.to_vec();
-        let mut stat_error = None;
         let file_type = match entry.file_type() {
-            FileType::Unknown => match rustix::fs::statat(fd, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW) {
+            FileType::Unknown => match rustix::fs::statat(fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(stat) => FileType::from_raw_mode(stat.st_mode),
                 Err(errno) => {
-                    stat_error = Some(pystr::os_error_message(&errno.into(), &name));
+                    unexamined.push((entries.len(), name.to_vec(), pystr::os_error_message(&errno.into(), name)));
                     FileType::Unknown
                 }
             },
@@ -306,9 +318,13 @@ fn list(fd: BorrowedFd<'_>, path: &[u8], buffer: &mut Vec<u8>) -> (Vec<Entry>, O
             FileType::RegularFile if name == SKILL_FILE.as_bytes() => Kind::SkillFile,
             _ => Kind::Other,
         };
-        entries.push(Entry { name, kind, stat_error });
+        // A name is at most 255 bytes, and a listing that overflows u32 offsets would need
+        // millions of entries, far past any entry budget.
+        let start = u32::try_from(names.len()).unwrap_or(u32::MAX);
+        names.extend_from_slice(name);
+        entries.push(Entry { start, len: name.len() as u32, kind });
     }
-    (entries, None)
+    Listing { fd: Arc::new(fd), names, entries, unexamined, error, skill: None }
 }
 
 /// Reads and parses one `SKILL.md`; `path` is its location.
@@ -375,28 +391,27 @@ impl Walk<'_> {
         {
             return;
         }
-        let listing = match listing {
+        let mut listing = match listing {
             Ok(listing) => listing,
             Err(message) => return self.diagnose(Diagnostic::new(&path, message)),
         };
         if !self.count(&path, &listing) {
             return;
         }
-        let subfolders: Vec<usize> = if depth < self.max_depth {
-            listing.sorted.iter().copied().filter(|&index| listing.entries[index].kind == Kind::Directory).collect()
+        let subfolders: Vec<Entry> = if depth < self.max_depth {
+            listing.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory).collect()
         } else {
             Vec::new()
         };
-        let mut ahead: VecDeque<Arc<Slot>> = VecDeque::with_capacity(WINDOW);
+        let mut ahead: VecDeque<Arc<Slot>> = VecDeque::with_capacity(WINDOW.min(subfolders.len()));
         let mut next_to_prepare = 0;
-        let mut skill = listing.skill;
-        for &index in &listing.sorted {
-            let entry = &listing.entries[index];
+        let mut skill = listing.skill.take();
+        for &entry in &listing.entries {
             match entry.kind {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
                     while ahead.len() < WINDOW && next_to_prepare < subfolders.len() {
-                        let name = &listing.entries[subfolders[next_to_prepare]].name;
-                        ahead.push_back(self.prepare(Opener::Child(Arc::clone(&listing.fd)), join(&path, name)));
+                        let child = join(&path, listing.name(subfolders[next_to_prepare]));
+                        ahead.push_back(self.prepare(Opener::Child(Arc::clone(&listing.fd)), child));
                         next_to_prepare += 1;
                     }
                     let slot = ahead.pop_front().expect("the next subfolder is prepared");
@@ -411,7 +426,7 @@ impl Walk<'_> {
                             ahead.pop_front();
                         }
                     }
-                    self.diagnose(Diagnostic::new(&join(&path, &entry.name), DEPTH_LIMIT));
+                    self.diagnose(Diagnostic::new(&join(&path, listing.name(entry)), DEPTH_LIMIT));
                 }
                 Kind::SkillFile => match skill.take().expect("a listed SKILL.md is read") {
                     Ok(skill) => self.outcome.found.push(Found { skill, root }),
@@ -426,15 +441,16 @@ impl Walk<'_> {
     /// as nagents does while it lists. A folder that does not fit yields nothing (never an
     /// arbitrary subset) and ends the walk; a folder that could not be listed counts nothing.
     fn count(&mut self, path: &[u8], listing: &Listing) -> bool {
-        for (index, entry) in listing.entries.iter().enumerate() {
-            if index >= self.remaining {
-                self.diagnose(Diagnostic::new(path, ENTRY_LIMIT));
-                self.remaining = 0;
-                return false;
+        for (position, name, message) in &listing.unexamined {
+            if *position >= self.remaining {
+                break;
             }
-            if let Some(message) = &entry.stat_error {
-                self.diagnose(Diagnostic::new(&join(path, &entry.name), message.as_str()));
-            }
+            self.diagnose(Diagnostic::new(&join(path, name), message.as_str()));
+        }
+        if listing.entries.len() > self.remaining {
+            self.diagnose(Diagnostic::new(path, ENTRY_LIMIT));
+            self.remaining = 0;
+            return false;
         }
         if let Some(message) = &listing.error {
             self.diagnose(Diagnostic::new(path, message.as_str()));
