@@ -29,6 +29,8 @@ const LOCATION_NOT_UTF8: &str = "skill location is not valid UTF-8; rename the f
 /// descriptor, so this (times the depth) bounds the descriptors a scan holds.
 const WINDOW: usize = 16;
 const MAX_THREADS: usize = 4;
+/// How often an idle helper looks for work again before it sleeps.
+const IDLE_POLLS: u32 = 64;
 /// Large enough for any single directory entry, so `getdents64` never fails with `EINVAL`.
 const LISTING_BUFFER: usize = 32 * 1024;
 
@@ -239,21 +241,31 @@ impl Queue {
         self.available.notify_all();
     }
 
-    /// A helper thread's loop: prepare queued folders until the walk ends.
+    /// A helper thread's loop: prepare queued folders until the walk ends. The walk queues the
+    /// next folders within microseconds, so an idle helper polls briefly before it sleeps: a
+    /// sleep and its wake-up cost more than the folder.
     fn serve(&self) {
         let mut buffer = Vec::with_capacity(LISTING_BUFFER);
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut polls = 0;
         loop {
             if let Some(task) = state.tasks.pop_front() {
                 drop(state);
                 task.run(&mut buffer);
+                polls = 0;
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else if state.closed {
                 return;
+            } else if polls < IDLE_POLLS {
+                drop(state);
+                polls += 1;
+                std::thread::yield_now();
+                state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else {
                 state.idle += 1;
                 state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
                 state.idle -= 1;
+                polls = 0;
             }
         }
     }

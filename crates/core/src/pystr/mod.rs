@@ -212,6 +212,14 @@ pub fn take_units(bytes: &[u8], n: usize) -> &[u8] {
 
 /// Python's comparison of the surrogate-escaped strings of two byte strings.
 pub fn cmp_units(a: &[u8], b: &[u8]) -> Ordering {
+    // Where the first differing bytes are both ASCII, the bytes before them decode the same way in
+    // both strings (ASCII never continues a sequence), so byte order is Python's order.
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    match (a.get(common), b.get(common)) {
+        (Some(x), Some(y)) if x.is_ascii() && y.is_ascii() => return x.cmp(y),
+        _ if a[..common].is_ascii() && (a.len() == common || b.len() == common) => return a.len().cmp(&b.len()),
+        _ => {}
+    }
     match (std::str::from_utf8(a), std::str::from_utf8(b)) {
         // UTF-8 byte order is code-point order.
         (Ok(_), Ok(_)) => a.cmp(b),
@@ -338,6 +346,24 @@ mod tests {
         let mut names: Vec<&[u8]> = vec![b"\xff", "😀".as_bytes(), "中".as_bytes(), "é".as_bytes()];
         names.sort_by(|a, b| cmp_units(a, b));
         assert_eq!(names, ["é".as_bytes(), "中".as_bytes(), b"\xff", "😀".as_bytes()]);
+    }
+
+    #[test]
+    fn comparison_follows_code_points() {
+        let pairs: &[(&[u8], &[u8])] = &[
+            (b"skill-1", b"skill-2"),
+            (b"a", b"ab"),
+            (b"\xe2\x82", b"\xe2\x82\xac"),
+            (b"\xe2\x82a", b"\xe2\x82\xac"),
+            ("é".as_bytes(), b"\xff"),
+            (b"\xff", "😀".as_bytes()),
+            (b"Z", b"a"),
+        ];
+        for (a, b) in pairs {
+            let slow = Units::new(a).map(|(u, _)| u.code_point()).cmp(Units::new(b).map(|(u, _)| u.code_point()));
+            assert_eq!(cmp_units(a, b), slow, "{a:?} {b:?}");
+            assert_eq!(cmp_units(b, a), slow.reverse(), "{b:?} {a:?}");
+        }
     }
 
     #[test]
