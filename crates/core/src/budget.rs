@@ -118,4 +118,22 @@ mod tests {
         assert_eq!((result.content.as_str(), result.truncated), ("abcd", false));
         assert_eq!(estimate_skill_tokens("abcde"), 2);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn a_budget_is_the_longest_whole_character_prefix(content in "\\PC{0,64}", limit in 1u64..24) {
+            let skill = Skill::new("a", "d", "l").unwrap();
+            let result = budget_skill_content(&skill, &content, TokenLimit::new(limit).unwrap());
+            let budget = limit as usize * 4;
+            proptest::prop_assert!(content.starts_with(&result.content));
+            proptest::prop_assert!(result.content.len() <= budget);
+            proptest::prop_assert_eq!(result.truncated, content.len() > budget);
+            // Nothing that would still fit was dropped: the next character would overflow.
+            if result.truncated {
+                let next = content[result.content.len()..].chars().next().unwrap();
+                proptest::prop_assert!(result.content.len() + next.len_utf8() > budget);
+            }
+            proptest::prop_assert_eq!(result.estimated_tokens, (result.content.len() as u64).div_ceil(4));
+        }
+    }
 }

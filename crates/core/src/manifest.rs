@@ -92,4 +92,23 @@ mod tests {
             100 - shown
         )));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(48))]
+
+        #[test]
+        fn the_manifest_stays_within_its_bound(
+            entries in proptest::collection::vec(("[a-z]{1,8}", "[<>&\"' a-zé😀]{1,200}"), 0..400)
+        ) {
+            let skills: Vec<Skill> = entries
+                .iter()
+                .filter_map(|(name, description)| Skill::new(name, description, format!("/r/{name}/SKILL.md")).ok())
+                .collect();
+            let manifest = render_skill_manifest(&skills);
+            proptest::prop_assert!(manifest.len() <= MAX_SKILL_MANIFEST_TOKENS * 4);
+            proptest::prop_assert!(manifest.starts_with(HEADER));
+            let shown = manifest.matches("<skill ").count();
+            proptest::prop_assert_eq!(shown < skills.len(), manifest.ends_with("skill(name).]"));
+        }
+    }
 }

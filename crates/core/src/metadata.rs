@@ -168,4 +168,38 @@ mod tests {
         let skill = parse(&long).unwrap();
         assert_eq!(skill.description(), format!("{}😀", "a".repeat(999)));
     }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_never_panics_and_bounds_descriptions(
+            content in proptest::collection::vec(
+                proptest::sample::select(vec!["---", "\n", "\r\n", "\r", "\u{2028}", "\u{1c}", "\u{85}", " ", "\u{1f}",
+                    "name", "description", ":", "'", "\"", "|", "#", "x", "é", "😀"]),
+                0..60,
+            ).prop_map(|parts| parts.concat())
+        ) {
+            match parse_skill_metadata(&content, "/s/demo/SKILL.md", "demo") {
+                Ok(skill) => {
+                    proptest::prop_assert!(skill.description().chars().count() <= 1000);
+                    proptest::prop_assert!(!crate::pystr::strip(skill.description()).is_empty());
+                }
+                Err(error) => {
+                    let message = error.to_string();
+                    let located = message.starts_with("/s/demo/SKILL.md: ");
+                    proptest::prop_assert!(located || message.starts_with("Skill "), "{}", message);
+                }
+            }
+        }
+
+        #[test]
+        fn splitlines_joined_back_is_the_text_without_breaks(text in "[a\n\r\u{b}\u{c}\u{1c}-\u{1f}\u{85}\u{2028}\u{2029}é]{0,40}") {
+            let lines: Vec<&str> = crate::pystr::splitlines(&text).collect();
+            let breaks = ['\n', '\r', '\u{b}', '\u{c}', '\u{1c}', '\u{1d}', '\u{1e}', '\u{85}', '\u{2028}', '\u{2029}'];
+            let kept: String = text.chars().filter(|c| !breaks.contains(c)).collect();
+            proptest::prop_assert_eq!(lines.concat(), kept);
+            proptest::prop_assert!(lines.iter().all(|line| !line.contains(breaks)));
+        }
+    }
 }
