@@ -95,6 +95,17 @@ pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[&[u8]]) -> Result
 /// Reads `SKILL.md` in `directory`: a regular file (checked on the open descriptor) of at most
 /// 4,000,000 bytes of UTF-8.
 pub(crate) fn read_skill_file(directory: BorrowedFd<'_>) -> Result<String, ReadError> {
+    let mut content = Vec::new();
+    read_skill_file_into(directory, &mut content)?;
+    String::from_utf8(content)
+        .map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(error.as_bytes(), &error.utf8_error())))
+}
+
+/// As [`read_skill_file`], into a buffer the caller reuses.
+pub(crate) fn read_skill_file_into<'a>(
+    directory: BorrowedFd<'_>,
+    content: &'a mut Vec<u8>,
+) -> Result<&'a str, ReadError> {
     let fd =
         rustix::fs::openat(directory, SKILL_FILE, FILE_FLAGS, Mode::empty()).map_err(|e| ReadError::Os(e.into()))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| ReadError::Os(e.into()))?;
@@ -102,19 +113,19 @@ pub(crate) fn read_skill_file(directory: BorrowedFd<'_>) -> Result<String, ReadE
         return Err(ReadError::NotRegular);
     }
     let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
-    let content = read_bounded(fd, size).map_err(ReadError::Os)?;
+    read_bounded(fd, size, content).map_err(ReadError::Os)?;
     if content.len() > MAX_FILE_BYTES {
         return Err(ReadError::TooLarge);
     }
-    String::from_utf8(content)
-        .map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(error.as_bytes(), &error.utf8_error())))
+    std::str::from_utf8(content).map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(content, &error)))
 }
 
-/// Reads at most `MAX_FILE_BYTES + 1` bytes. A read that stops short exactly at the size `fstat`
-/// reported is the end of the file, which saves the extra `read` that would return 0.
-fn read_bounded(fd: OwnedFd, size: usize) -> std::io::Result<Vec<u8>> {
+/// Reads at most `MAX_FILE_BYTES + 1` bytes into `content`. A read that stops short exactly at
+/// the size `fstat` reported is the end of the file, which saves the extra `read` returning 0.
+fn read_bounded(fd: OwnedFd, size: usize, content: &mut Vec<u8>) -> std::io::Result<()> {
     let mut file = std::fs::File::from(fd);
-    let mut content = vec![0; size.min(MAX_FILE_BYTES) + 1];
+    content.clear();
+    content.resize(size.min(MAX_FILE_BYTES) + 1, 0);
     let mut filled = 0;
     loop {
         match file.read(&mut content[filled..]) {
@@ -134,7 +145,7 @@ fn read_bounded(fd: OwnedFd, size: usize) -> std::io::Result<Vec<u8>> {
         }
     }
     content.truncate(filled);
-    Ok(content)
+    Ok(())
 }
 
 fn os_message(errno: Errno, name: &[u8]) -> String {

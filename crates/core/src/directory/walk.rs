@@ -64,7 +64,7 @@ pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize)
             visited: roots_overlap(roots).then(HashSet::new),
             outcome: Outcome::default(),
             queue: &queue,
-            buffer: Vec::with_capacity(LISTING_BUFFER),
+            buffers: Buffers::default(),
         };
         for (index, root) in roots.iter().enumerate() {
             if walk.remaining == 0 {
@@ -119,6 +119,18 @@ enum Kind {
     /// Symlinks, other files, special files, and entries that could not be examined: counted,
     /// never followed or read.
     Other,
+}
+
+/// Each thread's reusable buffers: one for `getdents64`, one for file content.
+struct Buffers {
+    listing: Vec<u8>,
+    content: Vec<u8>,
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Buffers { listing: Vec::with_capacity(LISTING_BUFFER), content: Vec::new() }
+    }
 }
 
 /// A listed entry; its name is `names[start..start + len]` of its listing.
@@ -245,13 +257,13 @@ impl Queue {
     /// next folders within microseconds, so an idle helper polls briefly before it sleeps: a
     /// sleep and its wake-up cost more than the folder.
     fn serve(&self) {
-        let mut buffer = Vec::with_capacity(LISTING_BUFFER);
+        let mut buffers = Buffers::default();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let mut polls = 0;
         loop {
             if let Some(task) = state.tasks.pop_front() {
                 drop(state);
-                task.run(&mut buffer);
+                task.run(&mut buffers);
                 polls = 0;
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else if state.closed {
@@ -272,13 +284,13 @@ impl Queue {
 }
 
 impl Task {
-    fn run(self, buffer: &mut Vec<u8>) {
-        self.slot.put(prepare(self.opener, self.path, buffer));
+    fn run(self, buffers: &mut Buffers) {
+        self.slot.put(prepare(self.opener, self.path, buffers));
     }
 }
 
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
-fn prepare(opener: Opener, path: Vec<u8>, buffer: &mut Vec<u8>) -> Prepared {
+fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
     let opened = match &opener {
         Opener::Root => guarded::open_root(&path),
         Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(&path)),
@@ -287,12 +299,13 @@ fn prepare(opener: Opener, path: Vec<u8>, buffer: &mut Vec<u8>) -> Prepared {
         Ok(fd) => fd,
         Err(message) => return Prepared { path, listing: Err(message) },
     };
-    let mut listing = list(fd, &path, buffer);
+    let mut listing = list(fd, &path, &mut buffers.listing);
     let names = &listing.names;
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
     listing.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
     if listing.error.is_none() && listing.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
-        listing.skill = Some(read_skill(listing.fd.as_fd(), &join(&path, SKILL_FILE.as_bytes())));
+        let location = join(&path, SKILL_FILE.as_bytes());
+        listing.skill = Some(read_skill(listing.fd.as_fd(), &location, &mut buffers.content));
     }
     Prepared { path, listing: Ok(listing) }
 }
@@ -340,12 +353,13 @@ fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> Listing {
 }
 
 /// Reads and parses one `SKILL.md`; `path` is its location.
-fn read_skill(folder: BorrowedFd<'_>, path: &[u8]) -> Result<Skill, Diagnostic> {
-    let content = guarded::read_skill_file(folder).map_err(|error| Diagnostic::new(path, error.message()))?;
+fn read_skill(folder: BorrowedFd<'_>, path: &[u8], buffer: &mut Vec<u8>) -> Result<Skill, Diagnostic> {
+    let content =
+        guarded::read_skill_file_into(folder, buffer).map_err(|error| Diagnostic::new(path, error.message()))?;
     let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
     let folder_name = String::from_utf8_lossy(last_component(folder_path));
     let location = String::from_utf8_lossy(path);
-    let message = match parse_fields(&content, &folder_name) {
+    let message = match parse_fields(content, &folder_name) {
         // The message starts with the location; Python prints its raw bytes.
         Err(kind) => [path, kind.message("").as_bytes()].concat(),
         Ok((name, description)) => match Skill::new(name, description, location.as_ref()) {
@@ -366,7 +380,7 @@ struct Walk<'q> {
     visited: Option<HashSet<Vec<u8>>>,
     outcome: Outcome,
     queue: &'q Queue,
-    buffer: Vec<u8>,
+    buffers: Buffers,
 }
 
 impl Walk<'_> {
@@ -390,7 +404,7 @@ impl Walk<'_> {
                 return prepared;
             }
             match self.queue.try_pop() {
-                Some(task) => task.run(&mut self.buffer),
+                Some(task) => task.run(&mut self.buffers),
                 None => return slot.take(),
             }
         }
