@@ -1,8 +1,12 @@
 //! skillcat: a skill catalog service for LLM agents.
 //!
-//! The protocol lives in `skillcat-core`; this crate holds the configuration, the sources as
-//! configured, and the command line.
+//! The protocol lives in `skillcat-core`; this crate holds the configuration, the configured
+//! sources, the live catalog, the HTTP API, the server and the command line.
 
+pub mod api;
+pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod observability;
+pub mod server;
 pub mod sources;

@@ -10,6 +10,8 @@ use clap::{Parser, Subcommand};
 use skillcat_core::{SkillDiscoverer, SkillError, SkillName, TokenLimit, budget_skill_content, render_skill_manifest};
 
 use crate::config::SourceArgs;
+use crate::observability::LogFormat;
+use crate::server::{ServeOptions, Server, shutdown_signal};
 use crate::sources::Sources;
 
 #[derive(Debug, Parser)]
@@ -21,6 +23,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve the catalog over HTTP, kept current as files change.
+    Serve(ServeArgs),
     /// List skills, shadowed skills and diagnostics; exit 1 on any diagnostic or source error.
     Check {
         #[command(flatten)]
@@ -46,9 +50,30 @@ pub enum Command {
     },
 }
 
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// The address to listen on [default: the config file's `listen`, else 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR", env = "SKILLCAT_LISTEN")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Seconds between fallback rescans (for missed file events); 0 disables them.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub rescan_interval: u64,
+    /// How log lines are written (filter them with RUST_LOG).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SKILLCAT_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
+const DEFAULT_LISTEN: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
+
 /// Runs the command line and returns the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Serve(args) = cli.command {
+        return serve_main(args);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => return fail(&anyhow::Error::new(error).context("cannot start the async runtime")),
@@ -59,6 +84,37 @@ pub fn main() -> ExitCode {
     }
 }
 
+fn serve_main(args: ServeArgs) -> ExitCode {
+    crate::observability::init_tracing(args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(&anyhow::Error::new(error).context("cannot start the async runtime")),
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            fail(&error)
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let (sources, file) = args.sources.resolve()?;
+    let listen = match (args.listen, &file.listen) {
+        (Some(listen), _) => listen,
+        (None, Some(listen)) => {
+            listen.parse().with_context(|| format!("invalid listen address {listen:?} in the config file"))?
+        }
+        (None, None) => DEFAULT_LISTEN,
+    };
+    let mut options = ServeOptions::new(listen, sources);
+    options.live.rescan_interval =
+        (args.rescan_interval > 0).then(|| std::time::Duration::from_secs(args.rescan_interval));
+    let server = Server::bind(options).await?;
+    server.run(shutdown_signal()).await
+}
+
 fn fail(error: &anyhow::Error) -> ExitCode {
     eprintln!("skillcat: {error:#}");
     ExitCode::FAILURE
@@ -66,6 +122,7 @@ fn fail(error: &anyhow::Error) -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Serve(_) => unreachable!("serve runs on its own runtime"),
         Command::Check { sources, json } => {
             let sources = build(&sources)?;
             let scan = sources.composite.scan_sources().await;

@@ -1,0 +1,135 @@
+//! Every error the API answers, as RFC 9457 problem details, mapped to a status in one place.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use skillcat_core::SkillError;
+
+/// An RFC 9457 problem: `application/problem+json`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// Identifies the kind of problem: `urn:skillcat:problem:<kind>`.
+    #[serde(rename = "type")]
+    #[schema(example = "urn:skillcat:problem:skill-not-found")]
+    pub kind: String,
+    pub title: &'static str,
+    pub status: u16,
+    pub detail: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("skill names are 1 to 64 ASCII letters, digits, underscores or hyphens")]
+    InvalidName,
+    #[error("no skill named '{0}' in the catalog")]
+    SkillNotFound(String),
+    #[error("no such route")]
+    RouteNotFound,
+    #[error("this route does not answer that method")]
+    MethodNotAllowed,
+    #[error("Skill '{0}' changed; refresh discovery and retry")]
+    Changed(String),
+    #[error("the skill's current etag does not match If-Match")]
+    PreconditionFailed,
+    #[error("the request body is not valid JSON: {0}")]
+    MalformedJson(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the request body must be application/json")]
+    UnsupportedMediaType,
+    #[error("the request body is larger than 65536 bytes")]
+    PayloadTooLarge,
+    #[error("{0}")]
+    InvalidBody(String),
+    /// A source failed (for example a duplicate name inside one source): its message.
+    #[error("{0}")]
+    CatalogUnavailable(String),
+    #[error("the catalog is not ready yet")]
+    NotReady,
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error("the server is at capacity; retry shortly")]
+    Overloaded,
+    #[error("the request took too long")]
+    Timeout,
+    /// Logged where it happens; the client gets a generic text.
+    #[error("internal error")]
+    Internal,
+}
+
+impl ApiError {
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        use ApiError::*;
+        match self {
+            InvalidName => (StatusCode::BAD_REQUEST, "invalid-name", "Invalid skill name"),
+            SkillNotFound(_) => (StatusCode::NOT_FOUND, "skill-not-found", "Unknown skill"),
+            RouteNotFound => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed"),
+            Changed(_) => (StatusCode::CONFLICT, "skill-changed", "Skill changed"),
+            PreconditionFailed => (StatusCode::PRECONDITION_FAILED, "precondition-failed", "Precondition failed"),
+            MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON"),
+            BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request", "Bad request"),
+            UnsupportedMediaType => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", "Unsupported media type")
+            }
+            PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large"),
+            InvalidBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-body", "Invalid request body"),
+            CatalogUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "catalog-unavailable", "Catalog unavailable"),
+            NotReady => (StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready"),
+            ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting-down", "Shutting down"),
+            Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded", "Overloaded"),
+            Timeout => (StatusCode::REQUEST_TIMEOUT, "timeout", "Request timeout"),
+            Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+
+    pub fn problem(&self) -> Problem {
+        let (status, kind, title) = self.parts();
+        Problem {
+            kind: format!("urn:skillcat:problem:{kind}"),
+            title,
+            status: status.as_u16(),
+            detail: self.to_string(),
+        }
+    }
+}
+
+impl From<SkillError> for ApiError {
+    fn from(error: SkillError) -> Self {
+        if error.is_stale() {
+            let name = match &error {
+                SkillError::NotInCatalog { name, .. } | SkillError::Changed { name } => name.to_string(),
+                _ => String::new(),
+            };
+            return ApiError::Changed(name);
+        }
+        tracing::error!(%error, "a source failed to load a skill");
+        ApiError::Internal
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let problem = self.problem();
+        let body = serde_json::to_vec(&problem).expect("problems serialize");
+        let mut response = (problem_status(&problem), body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        match self {
+            ApiError::NotReady | ApiError::Overloaded | ApiError::ShuttingDown | ApiError::CatalogUnavailable(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+fn problem_status(problem: &Problem) -> StatusCode {
+    StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}

@@ -1,0 +1,36 @@
+//! `/manifest`: the bounded prompt manifest, byte for byte nagents' `render_skill_manifest`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::{ApiError, Problem};
+use super::http::prepared;
+use super::skills::ready;
+use crate::server::App;
+
+pub fn router() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new().routes(routes!(manifest))
+}
+
+/// The prompt manifest of the catalog: escaped descriptors in name order within 10,000
+/// estimated tokens, with an omission notice when they do not all fit.
+#[utoipa::path(get, path = "/manifest", tag = "catalog",
+    params(
+        ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
+    ),
+    responses(
+        (status = 200, description = "The manifest", body = String, content_type = "text/plain; charset=utf-8",
+            headers(("ETag" = String, description = "Strong tag of the manifest"))),
+        (status = 304, description = "The client's copy is current"),
+        (status = 503, description = "The catalog is unavailable", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn manifest(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let snapshot = app.catalog.snapshot();
+    let catalog = ready(&snapshot)?;
+    Ok(prepared(&headers, &catalog.manifest, "text/plain; charset=utf-8"))
+}

@@ -1,0 +1,162 @@
+//! The HTTP API: one router with every route and layer, used by the server and by the tests.
+
+mod error;
+mod events;
+mod http;
+mod manifest;
+mod ops;
+mod skills;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+pub use error::{ApiError, Problem};
+pub use skills::MAX_BODY_BYTES;
+
+use crate::server::App;
+
+/// Limits of the bounded (non-streaming) routes.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Requests in progress at once; more are refused with 503 rather than queued.
+    pub concurrency: usize,
+    /// The longest a request may take.
+    pub request_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { concurrency: 1024, request_timeout: Duration::from_secs(10) }
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "skillcat", description = "A skill catalog for LLM agents: catalog snapshots with ETags, a bounded prompt manifest, token-budgeted loads and change events. Errors are RFC 9457 problem details."),
+    tags(
+        (name = "skills", description = "The catalog and its skills"),
+        (name = "catalog", description = "The manifest and change events"),
+        (name = "operations", description = "Health, readiness, metrics and this document"),
+    ),
+    components(schemas(Problem))
+)]
+struct ApiDoc;
+
+/// The routes answered within the limits, and the streams that are not.
+fn routers() -> (OpenApiRouter<Arc<App>>, OpenApiRouter<Arc<App>>) {
+    let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(skills::router())
+        .merge(manifest::router())
+        .merge(ops::router());
+    (bounded, events::router())
+}
+
+/// The OpenAPI document, as served at `/openapi.json` and checked in as `openapi/openapi.json`.
+pub fn openapi_document() -> String {
+    let (bounded, streams) = routers();
+    let mut document = bounded.into_openapi();
+    document.merge(streams.into_openapi());
+    document.to_pretty_json().expect("the document serializes") + "\n"
+}
+
+/// The whole application: every route with every layer.
+pub fn router(app: Arc<App>, limits: &Limits) -> Router {
+    let (bounded, streams) = routers();
+    let bounded = Router::from(bounded).layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(|error: tower::BoxError| async move {
+                if error.is::<tower::load_shed::error::Overloaded>() {
+                    ApiError::Overloaded
+                } else if error.is::<tower::timeout::error::Elapsed>() {
+                    ApiError::Timeout
+                } else {
+                    tracing::error!(%error, "request failed in a layer");
+                    ApiError::Internal
+                }
+            }))
+            .load_shed()
+            .concurrency_limit(limits.concurrency)
+            .timeout(limits.request_timeout),
+    );
+    Router::new()
+        .merge(bounded)
+        .merge(Router::from(streams))
+        .fallback(|| async { ApiError::RouteNotFound })
+        .layer(middleware::map_response(problem_for_bare_errors))
+        .layer(CatchPanicLayer::custom(|_| ApiError::Internal.into_response()))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), record_metrics))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
+            let id = request.headers().get("x-request-id").and_then(|id| id.to_str().ok()).unwrap_or_default();
+            tracing::info_span!("request", method = %request.method(), route, request_id = id)
+        }))
+        .layer(SetRequestIdLayer::x_request_id(NextRequestId::default()))
+        .with_state(app)
+}
+
+/// Request ids unique within the process: a random-enough prefix and a counter.
+#[derive(Clone, Default)]
+struct NextRequestId(Arc<AtomicU64>);
+
+impl MakeRequestId for NextRequestId {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let prefix = PREFIX.get_or_init(|| {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            format!("{:x}-{:x}", std::process::id(), nanos & 0xffff_ffff)
+        });
+        let id = self.0.fetch_add(1, Ordering::Relaxed);
+        HeaderValue::from_str(&format!("{prefix}-{id}")).ok().map(RequestId::new)
+    }
+}
+
+async fn record_metrics(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned();
+    let response = next.run(request).await;
+    app.metrics.request(&route, response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// Errors made by the framework rather than a handler (405, a rejected body) get the same
+/// problem body as every other error.
+async fn problem_for_bare_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/problem+json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return response;
+    }
+    let error = match status {
+        StatusCode::NOT_FOUND => ApiError::RouteNotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType,
+        StatusCode::REQUEST_TIMEOUT => ApiError::Timeout,
+        StatusCode::SERVICE_UNAVAILABLE => ApiError::Overloaded,
+        status if status.is_client_error() => ApiError::BadRequest(format!("the request was refused ({status})")),
+        _ => ApiError::Internal,
+    };
+    let mut problem = error.into_response();
+    if let Some(allow) = response.headers().get(header::ALLOW) {
+        problem.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    problem
+}

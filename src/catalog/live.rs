@@ -1,0 +1,221 @@
+//! Keeps the published snapshot current: a file watcher and a periodic timer request rescans,
+//! bursts of requests collapse into one rescan, and a rescan that changes nothing publishes
+//! nothing.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use skillcat_core::SkillDiscoverer;
+use tokio::sync::{Notify, watch};
+
+use super::snapshot::{Catalog, CatalogState, Snapshot};
+use crate::observability::Metrics;
+use crate::sources::Sources;
+
+/// How long to wait after a change for the burst it belongs to (an editor's save, a git checkout).
+const SETTLE: Duration = Duration::from_millis(5);
+
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// The fallback rescan period; `None` disables it.
+    pub rescan_interval: Option<Duration>,
+    /// Whether to watch the directories (tests of the periodic path turn it off).
+    pub watch: bool,
+}
+
+impl Default for LiveOptions {
+    fn default() -> Self {
+        LiveOptions { rescan_interval: Some(Duration::from_secs(30)), watch: true }
+    }
+}
+
+/// The catalog as the server sees it: the published snapshot, and a way to ask for a rescan.
+#[derive(Clone)]
+pub struct LiveCatalog {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    sources: Sources,
+    snapshots: watch::Sender<Arc<Snapshot>>,
+    rescan: Notify,
+    metrics: Arc<Metrics>,
+}
+
+impl LiveCatalog {
+    /// Starts the catalog: the first discovery runs at once; the watcher and the timer run until
+    /// `shutdown` flips to true.
+    pub fn start(
+        sources: Sources,
+        options: LiveOptions,
+        metrics: Arc<Metrics>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        let (snapshots, _) = watch::channel(Arc::new(Snapshot::starting()));
+        let inner = Arc::new(Inner { sources, snapshots, rescan: Notify::new(), metrics });
+        let catalog = LiveCatalog { inner };
+        let watcher = if options.watch { catalog.watch() } else { None };
+        tokio::spawn(catalog.clone().run(options, watcher, shutdown));
+        catalog
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        Arc::clone(&self.inner.snapshots.borrow())
+    }
+
+    /// Every published snapshot, starting with the current one.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.inner.snapshots.subscribe()
+    }
+
+    pub fn sources(&self) -> &Sources {
+        &self.inner.sources
+    }
+
+    /// Asks for a rescan; requests made while one runs collapse into one more.
+    pub fn request_rescan(&self) {
+        self.inner.rescan.notify_one();
+    }
+
+    /// Waits until the first discovery has been published.
+    pub async fn ready(&self) {
+        let mut snapshots = self.subscribe();
+        let _ = snapshots.wait_for(|snapshot| !matches!(snapshot.state, CatalogState::Starting)).await;
+    }
+
+    async fn run(self, options: LiveOptions, mut watcher: Option<RootWatcher>, mut shutdown: watch::Receiver<bool>) {
+        let mut ticker = options.rescan_interval.map(|period| {
+            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticker
+        });
+        loop {
+            self.rescan().await;
+            if let Some(watcher) = &mut watcher {
+                watcher.refresh(&self.inner.metrics);
+            }
+            tokio::select! {
+                () = self.inner.rescan.notified() => tokio::time::sleep(SETTLE).await,
+                _ = async { ticker.as_mut().expect("a ticker").tick().await }, if ticker.is_some() => {}
+                () = stopped(&mut shutdown) => return,
+            }
+        }
+    }
+
+    /// Discovers every source and publishes the result if it answers anything differently.
+    async fn rescan(&self) {
+        let started = Instant::now();
+        let sources = &self.inner.sources;
+        let state = match sources.composite.scan_sources().await {
+            Ok(discovery) => {
+                let mut contents = Vec::with_capacity(discovery.skills.len());
+                for sourced in &discovery.skills {
+                    contents.push(sources.composite.load(&sourced.skill).await.ok());
+                }
+                let labels: Vec<String> = sources.info.iter().map(|info| info.label.clone()).collect();
+                let catalog = tokio::task::spawn_blocking(move || Catalog::build(&discovery, &labels, &contents)).await;
+                match catalog {
+                    Ok(catalog) => CatalogState::Ready(catalog),
+                    Err(error) => std::panic::resume_unwind(error.into_panic()),
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "a source failed; the catalog is unavailable");
+                CatalogState::Failed(error.to_string())
+            }
+        };
+        let metrics = &self.inner.metrics;
+        metrics.scan_finished(started.elapsed());
+        if let CatalogState::Ready(catalog) = &state {
+            metrics.set_catalog_size(catalog.skills.len());
+        }
+        self.inner.snapshots.send_if_modified(|current| {
+            if current.same_as(&state) {
+                return false;
+            }
+            let version = current.version + 1;
+            tracing::info!(version, "published a new catalog version");
+            *current = Arc::new(Snapshot { version, state });
+            true
+        });
+    }
+
+    fn watch(&self) -> Option<RootWatcher> {
+        let catalog = self.clone();
+        let metrics = Arc::clone(&self.inner.metrics);
+        let handler = move |event: notify::Result<notify::Event>| match event {
+            Ok(event) if event.kind.is_access() => {}
+            Ok(_) => catalog.request_rescan(),
+            Err(error) => {
+                metrics.watcher_error();
+                tracing::warn!(%error, "file watcher error; rescanning");
+                catalog.request_rescan();
+            }
+        };
+        let config = notify::Config::default().with_follow_symlinks(false);
+        match RecommendedWatcher::new(handler, config) {
+            Ok(watcher) => {
+                let roots = self.inner.sources.info.iter().flat_map(|info| info.roots.iter().cloned()).collect();
+                Some(RootWatcher { watcher, roots, watched: Vec::new() })
+            }
+            Err(error) => {
+                self.inner.metrics.watcher_error();
+                tracing::error!(%error, "cannot watch the skill directories; only periodic rescans will see changes");
+                None
+            }
+        }
+    }
+}
+
+/// Completes once shutdown has started.
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
+}
+
+/// The watches on the roots. A root that is (or passes through) a symlink is watched where it
+/// points now, and its parent is watched too, so a flip of the link (git-sync) is seen; after a
+/// flip the next refresh moves the watch.
+struct RootWatcher {
+    watcher: RecommendedWatcher,
+    roots: Vec<PathBuf>,
+    /// What is watched: the path given to the watcher and where it led.
+    watched: Vec<(PathBuf, RecursiveMode, Option<PathBuf>)>,
+}
+
+impl RootWatcher {
+    fn refresh(&mut self, metrics: &Metrics) {
+        let mut wanted: Vec<(PathBuf, RecursiveMode, Option<PathBuf>)> = Vec::new();
+        for root in &self.roots {
+            let resolved = std::fs::canonicalize(root).ok();
+            if resolved.as_deref() != Some(root.as_path()) {
+                // A symlinked (or missing) root: watch the directory holding the link as well.
+                if let Some(parent) = root.parent() {
+                    wanted.push((parent.to_path_buf(), RecursiveMode::NonRecursive, None));
+                }
+            }
+            wanted.push((root.clone(), RecursiveMode::Recursive, resolved));
+        }
+        let stale: Vec<PathBuf> =
+            self.watched.iter().filter(|watch| !wanted.contains(watch)).map(|(path, _, _)| path.clone()).collect();
+        for path in stale {
+            let _ = self.watcher.unwatch(&path);
+            self.watched.retain(|(watched, _, _)| *watched != path);
+        }
+        for watch in wanted {
+            if self.watched.contains(&watch) {
+                continue;
+            }
+            let (path, mode, _) = &watch;
+            match self.watcher.watch(Path::new(path), *mode) {
+                Ok(()) => self.watched.push(watch),
+                Err(error) => {
+                    metrics.watcher_error();
+                    tracing::warn!(path = %path.display(), %error, "cannot watch; relying on periodic rescans");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The live catalog: the current snapshot in memory, kept current by watching the sources.
+
+mod live;
+mod snapshot;
+
+pub(crate) use live::stopped;
+pub use live::{LiveCatalog, LiveOptions};
+pub use snapshot::{
+    Body, Catalog, CatalogBody, CatalogSkill, CatalogState, DiagnosticEntry, ETag, ShadowedEntry, SkillEntry, Snapshot,
+    skill_etag,
+};

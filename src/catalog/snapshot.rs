@@ -1,0 +1,246 @@
+//! One immutable version of the catalog, with every response body serialized, hashed and
+//! compressed once, so a request does no discovery, serialization or hashing.
+
+use std::io::Write as _;
+
+use axum::body::Bytes;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use skillcat_core::{CompositeDiscovery, Skill, SkillName, render_skill_manifest};
+
+/// Bodies at least this large are also kept gzip-compressed.
+const COMPRESS_FROM: usize = 1024;
+
+/// A strong entity tag: the quoted first 128 bits of a SHA-256, in hex.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[schema(value_type = String, example = "\"3f2a9c0d5e7b41a8c6d2e9f0a1b3c5d7\"")]
+pub struct ETag(String);
+
+impl ETag {
+    pub fn of(parts: &[&[u8]]) -> Self {
+        let mut hasher = Sha256::new();
+        for part in parts {
+            hasher.update((part.len() as u64).to_be_bytes());
+            hasher.update(part);
+        }
+        let digest = hasher.finalize();
+        let hex: String = digest[..16].iter().map(|byte| format!("{byte:02x}")).collect();
+        ETag(format!("\"{hex}\""))
+    }
+
+    /// The header value, quotes included.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A response body with its tag, and its gzip form when that is worth sending.
+#[derive(Debug, Clone)]
+pub struct Body {
+    pub bytes: Bytes,
+    pub gzip: Option<Bytes>,
+    pub etag: ETag,
+}
+
+impl Body {
+    fn new(bytes: Vec<u8>, etag: ETag) -> Self {
+        let gzip = (bytes.len() >= COMPRESS_FROM).then(|| gzip(&bytes)).flatten();
+        Body { bytes: Bytes::from(bytes), gzip, etag }
+    }
+}
+
+fn gzip(bytes: &[u8]) -> Option<Bytes> {
+    let mut encoder =
+        flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::default());
+    encoder.write_all(bytes).ok()?;
+    let compressed = encoder.finish().ok()?;
+    (compressed.len() < bytes.len()).then(|| Bytes::from(compressed))
+}
+
+/// The tag of one version of a skill: its source, descriptor and content (`None`: unreadable).
+pub fn skill_etag(source: &str, skill: &Skill, content: Option<&str>) -> ETag {
+    let content = content.map(str::as_bytes).unwrap_or(b"\0unreadable");
+    ETag::of(&[
+        source.as_bytes(),
+        skill.name().as_str().as_bytes(),
+        skill.description().as_bytes(),
+        skill.location().as_bytes(),
+        content,
+    ])
+}
+
+/// A skill as `GET /skills` lists it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SkillEntry {
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
+    pub name: SkillName,
+    pub description: String,
+    pub location: String,
+    /// The label of the source that owns the skill.
+    pub source: String,
+    /// Changes whenever the skill's content, descriptor or source does.
+    pub etag: ETag,
+}
+
+/// A descriptor hidden by an earlier source's skill of the same name.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ShadowedEntry {
+    #[schema(value_type = String)]
+    pub name: SkillName,
+    pub location: String,
+    pub source: String,
+}
+
+/// A file a source skipped, and why.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DiagnosticEntry {
+    pub source: String,
+    pub message: String,
+}
+
+/// The body of `GET /skills`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CatalogBody<'a> {
+    /// The same tag as the `ETag` header.
+    #[schema(value_type = ETag)]
+    pub etag: &'a ETag,
+    #[schema(value_type = Vec<SkillEntry>)]
+    pub skills: &'a [SkillEntry],
+    #[schema(value_type = Vec<ShadowedEntry>)]
+    pub shadowed: &'a [ShadowedEntry],
+    #[schema(value_type = Vec<DiagnosticEntry>)]
+    pub diagnostics: &'a [DiagnosticEntry],
+}
+
+#[derive(Serialize)]
+struct Untagged<'a> {
+    skills: &'a [SkillEntry],
+    shadowed: &'a [ShadowedEntry],
+    diagnostics: &'a [DiagnosticEntry],
+}
+
+/// A skill of the catalog and its prepared answers.
+#[derive(Debug)]
+pub struct CatalogSkill {
+    pub skill: Skill,
+    /// Index of the owning source.
+    pub source: usize,
+    pub entry: SkillEntry,
+    /// `GET /skills/{name}`.
+    pub body: Body,
+}
+
+/// A successfully discovered catalog.
+#[derive(Debug)]
+pub struct Catalog {
+    /// In name order.
+    pub skills: Vec<CatalogSkill>,
+    /// `GET /skills`.
+    pub listing: Body,
+    /// `GET /manifest`.
+    pub manifest: Body,
+}
+
+impl Catalog {
+    /// Prepares every answer of one discovery. `contents` holds each skill's current content (in
+    /// the discovery's order), which the skill's tag covers.
+    pub fn build(discovery: &CompositeDiscovery, labels: &[String], contents: &[Option<String>]) -> Self {
+        let label = |source: usize| labels.get(source).cloned().unwrap_or_default();
+        let skills: Vec<CatalogSkill> = discovery
+            .skills
+            .iter()
+            .zip(contents)
+            .map(|(sourced, content)| {
+                let skill = &sourced.skill;
+                let source = label(sourced.source);
+                let etag = skill_etag(&source, skill, content.as_deref());
+                let entry = SkillEntry {
+                    name: skill.name().clone(),
+                    description: skill.description().to_owned(),
+                    location: skill.location().to_owned(),
+                    source,
+                    etag: etag.clone(),
+                };
+                let body = Body::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
+                CatalogSkill { skill: skill.clone(), source: sourced.source, entry, body }
+            })
+            .collect();
+        let entries: Vec<SkillEntry> = skills.iter().map(|skill| skill.entry.clone()).collect();
+        let shadowed: Vec<ShadowedEntry> = discovery
+            .shadowed
+            .iter()
+            .map(|sourced| ShadowedEntry {
+                name: sourced.skill.name().clone(),
+                location: sourced.skill.location().to_owned(),
+                source: label(sourced.source),
+            })
+            .collect();
+        let diagnostics: Vec<DiagnosticEntry> = discovery
+            .diagnostics
+            .iter()
+            .map(|diagnostic| DiagnosticEntry { source: label(diagnostic.source), message: diagnostic.message.clone() })
+            .collect();
+        let untagged =
+            serde_json::to_vec(&Untagged { skills: &entries, shadowed: &shadowed, diagnostics: &diagnostics })
+                .expect("catalogs serialize");
+        let etag = ETag::of(&[&untagged]);
+        let listing = serde_json::to_vec(&CatalogBody {
+            etag: &etag,
+            skills: &entries,
+            shadowed: &shadowed,
+            diagnostics: &diagnostics,
+        })
+        .expect("catalogs serialize");
+        let manifest = render_skill_manifest(skills.iter().map(|skill| &skill.skill));
+        let manifest_etag = ETag::of(&[manifest.as_bytes()]);
+        Catalog { skills, listing: Body::new(listing, etag), manifest: Body::new(manifest.into_bytes(), manifest_etag) }
+    }
+
+    pub fn get(&self, name: &SkillName) -> Option<&CatalogSkill> {
+        self.skills.binary_search_by(|skill| skill.skill.name().cmp(name)).ok().map(|index| &self.skills[index])
+    }
+}
+
+/// What the server can say about the catalog right now.
+#[derive(Debug)]
+pub enum CatalogState {
+    /// The first discovery has not finished.
+    Starting,
+    Ready(Catalog),
+    /// A source failed (for example two skills of one name inside one source): nagents' message.
+    Failed(String),
+}
+
+/// One published version of the catalog.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Increases with every publication.
+    pub version: u64,
+    pub state: CatalogState,
+}
+
+impl Snapshot {
+    pub fn starting() -> Self {
+        Snapshot { version: 0, state: CatalogState::Starting }
+    }
+
+    /// The tag clients watch for changes: the catalog's, or none while it is unavailable.
+    pub fn etag(&self) -> Option<&ETag> {
+        match &self.state {
+            CatalogState::Ready(catalog) => Some(&catalog.listing.etag),
+            _ => None,
+        }
+    }
+
+    /// Whether this state answers requests the same way as `other` (nothing to publish).
+    pub fn same_as(&self, other: &CatalogState) -> bool {
+        match (&self.state, other) {
+            (CatalogState::Ready(a), CatalogState::Ready(b)) => {
+                a.listing.etag == b.listing.etag && a.manifest.etag == b.manifest.etag
+            }
+            (CatalogState::Failed(a), CatalogState::Failed(b)) => a == b,
+            (CatalogState::Starting, CatalogState::Starting) => true,
+            _ => false,
+        }
+    }
+}

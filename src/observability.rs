@@ -1,0 +1,151 @@
+//! Logs and metrics.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+pub fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+/// Upper bounds of the latency histograms, in seconds.
+const BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+#[derive(Debug, Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        for (bucket, bound) in self.counts.iter_mut().zip(BUCKETS) {
+            if seconds <= bound {
+                *bucket += 1;
+            }
+        }
+        self.count += 1;
+        self.sum += seconds;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let separator = if labels.is_empty() { "" } else { "," };
+        for (count, bound) in self.counts.iter().zip(BUCKETS) {
+            let _ = writeln!(out, "{name}_bucket{{{labels}{separator}le=\"{bound}\"}} {count}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels}{separator}le=\"+Inf\"}} {}", self.count);
+        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{braces} {}", self.count);
+    }
+}
+
+/// The service's Prometheus metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(String, u16), u64>>,
+    latency: Mutex<BTreeMap<String, Histogram>>,
+    scans: Mutex<Histogram>,
+    catalog_skills: AtomicUsize,
+    watcher_errors: AtomicU64,
+    sse_clients: AtomicUsize,
+}
+
+impl Metrics {
+    /// Records one answered request; `route` is the matched route template, never the raw path.
+    pub fn request(&self, route: &str, status: u16, elapsed: Duration) {
+        *lock(&self.requests).entry((route.to_owned(), status)).or_default() += 1;
+        lock(&self.latency).entry(route.to_owned()).or_default().observe(elapsed.as_secs_f64());
+    }
+
+    pub fn scan_finished(&self, elapsed: Duration) {
+        lock(&self.scans).observe(elapsed.as_secs_f64());
+    }
+
+    pub fn set_catalog_size(&self, skills: usize) {
+        self.catalog_skills.store(skills, Ordering::Relaxed);
+    }
+
+    pub fn watcher_error(&self) {
+        self.watcher_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an open event stream until the guard is dropped.
+    pub fn sse_client(self: &std::sync::Arc<Self>) -> SseClient {
+        self.sse_clients.fetch_add(1, Ordering::Relaxed);
+        SseClient(std::sync::Arc::clone(self))
+    }
+
+    /// The Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        out.push_str("# HELP skillcat_http_requests_total HTTP requests answered, by route and status.\n");
+        out.push_str("# TYPE skillcat_http_requests_total counter\n");
+        for ((route, status), count) in lock(&self.requests).iter() {
+            let _ = writeln!(out, "skillcat_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {count}");
+        }
+        out.push_str("# HELP skillcat_http_request_duration_seconds Time to answer a request, by route.\n");
+        out.push_str("# TYPE skillcat_http_request_duration_seconds histogram\n");
+        for (route, histogram) in lock(&self.latency).iter() {
+            histogram.render(&mut out, "skillcat_http_request_duration_seconds", &format!("route=\"{route}\""));
+        }
+        out.push_str("# HELP skillcat_scan_duration_seconds Time to discover every source and prepare a snapshot.\n");
+        out.push_str("# TYPE skillcat_scan_duration_seconds histogram\n");
+        lock(&self.scans).render(&mut out, "skillcat_scan_duration_seconds", "");
+        let gauges = [
+            (
+                "skillcat_catalog_skills",
+                "gauge",
+                "Skills in the current catalog.",
+                self.catalog_skills.load(Ordering::Relaxed) as u64,
+            ),
+            (
+                "skillcat_watcher_errors_total",
+                "counter",
+                "File watcher errors (changes are still seen by periodic rescans).",
+                self.watcher_errors.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_sse_clients",
+                "gauge",
+                "Open GET /events streams.",
+                self.sse_clients.load(Ordering::Relaxed) as u64,
+            ),
+        ];
+        for (name, kind, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        }
+        out
+    }
+}
+
+/// An open event stream, counted in `skillcat_sse_clients`.
+pub struct SseClient(std::sync::Arc<Metrics>);
+
+impl Drop for SseClient {
+    fn drop(&mut self) {
+        self.0.sse_clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
