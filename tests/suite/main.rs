@@ -1,5 +1,6 @@
 //! The integration suite: one test binary for conformance, security and the command line.
 
+mod api;
 mod cli;
 mod conformance;
 mod reference;
