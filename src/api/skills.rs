@@ -124,7 +124,8 @@ async fn skill_content(State(app): State<Arc<App>>, name: SkillPath, headers: He
     Ok((headers, content).into_response())
 }
 
-/// The body of `POST /skills/{name}/load`; an empty body takes the default.
+/// The body of `POST /skills/{name}/load`; an empty body, a missing or a null `token_limit` take
+/// the default.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LoadRequest {
     /// The budget in estimated tokens (4 UTF-8 bytes each).
@@ -174,7 +175,7 @@ async fn load_request(headers: &HeaderMap, body: RequestBody) -> Result<TokenLim
         return Err(ApiError::InvalidBody(format!("unknown field '{unknown}'; the only field is token_limit")));
     }
     match fields.get("token_limit") {
-        None => Ok(TokenLimit::DEFAULT),
+        None | Some(serde_json::Value::Null) => Ok(TokenLimit::DEFAULT),
         Some(limit) => limit
             .as_u64()
             .filter(|_| limit.is_u64())
@@ -189,7 +190,7 @@ async fn load_request(headers: &HeaderMap, body: RequestBody) -> Result<TokenLim
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
         ("If-Match" = Option<String>, Header, description = "The skill's tag from discovery; 412 if it is no longer current"),
     ),
-    request_body(content = Option<LoadRequest>, content_type = "application/json", description = "Optional; an empty body takes the default limit"),
+    request_body(content = LoadRequest, content_type = "application/json", description = "Optional: an empty body (or no token_limit) takes the default limit of 10000"),
     responses(
         (status = 200, description = "The budgeted load", body = LoadResult),
         (status = 400, description = "Invalid skill name or malformed JSON", body = Problem, content_type = "application/problem+json"),

@@ -3,6 +3,7 @@
 mod api;
 mod cli;
 mod conformance;
+mod openapi;
 mod reference;
 mod security;
 mod support;
