@@ -92,7 +92,6 @@ async fn get_skill(State(app): State<Arc<App>>, name: SkillPath, headers: Header
 #[utoipa::path(get, path = "/skills/{name}/content", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("If-Match" = Option<String>, Header, description = "The skill's tag from discovery; 412 if it is no longer current"),
         ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
     ),
     responses(
@@ -102,7 +101,7 @@ async fn get_skill(State(app): State<Arc<App>>, name: SkillPath, headers: Header
         (status = 400, description = "Invalid skill name", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such skill", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The skill changed or vanished; refresh discovery and retry", body = Problem, content_type = "application/problem+json"),
-        (status = 412, description = "If-Match does not name the current version", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "An If-Match header does not name the skill's current tag", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The catalog is unavailable", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn skill_content(State(app): State<Arc<App>>, name: SkillPath, headers: HeaderMap) -> Result<Response, ApiError> {
@@ -126,7 +125,8 @@ async fn skill_content(State(app): State<Arc<App>>, name: SkillPath, headers: He
 
 /// The body of `POST /skills/{name}/load`; an empty body, a missing or a null `token_limit` take
 /// the default.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct LoadRequest {
     /// The budget in estimated tokens (4 UTF-8 bytes each).
     #[schema(minimum = 1, maximum = 100000, default = 10000)]
@@ -188,7 +188,6 @@ async fn load_request(headers: &HeaderMap, body: RequestBody) -> Result<TokenLim
 #[utoipa::path(post, path = "/skills/{name}/load", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("If-Match" = Option<String>, Header, description = "The skill's tag from discovery; 412 if it is no longer current"),
     ),
     request_body(content = LoadRequest, content_type = "application/json", description = "Optional: an empty body (or no token_limit) takes the default limit of 10000"),
     responses(
@@ -196,7 +195,7 @@ async fn load_request(headers: &HeaderMap, body: RequestBody) -> Result<TokenLim
         (status = 400, description = "Invalid skill name or malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such skill", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The skill changed or vanished; refresh discovery and retry", body = Problem, content_type = "application/problem+json"),
-        (status = 412, description = "If-Match does not name the current version", body = Problem, content_type = "application/problem+json"),
+        (status = 412, description = "An If-Match header does not name the skill's current tag", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "A body that is not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "token_limit is not an integer from 1 to 100000, or an unknown field", body = Problem, content_type = "application/problem+json"),
