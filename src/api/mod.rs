@@ -18,6 +18,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower::ServiceBuilder;
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
@@ -56,20 +57,18 @@ impl Default for Limits {
 )]
 struct ApiDoc;
 
-/// The routes answered within the limits, and the streams that are not.
+/// The routes answered within the limits, and those that are not: event streams (long-lived by
+/// design) and the operations routes (a probe must not fail because the server is busy).
 fn routers() -> (OpenApiRouter<Arc<App>>, OpenApiRouter<Arc<App>>) {
-    let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .merge(skills::router())
-        .merge(manifest::router())
-        .merge(ops::router());
-    (bounded, events::router())
+    let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(skills::router()).merge(manifest::router());
+    (bounded, events::router().merge(ops::router()))
 }
 
 /// The OpenAPI document, as served at `/openapi.json` and checked in as `openapi/openapi.json`.
 pub fn openapi_document() -> String {
-    let (bounded, streams) = routers();
+    let (bounded, unbounded) = routers();
     let mut document = bounded.into_openapi();
-    document.merge(streams.into_openapi());
+    document.merge(unbounded.into_openapi());
     // A load's body is optional (an empty body takes the default), which the path macro cannot
     // say without also allowing a JSON `null` body.
     let load = document.paths.paths.get_mut("/skills/{name}/load").and_then(|item| item.post.as_mut());
@@ -81,7 +80,7 @@ pub fn openapi_document() -> String {
 
 /// The whole application: every route with every layer.
 pub fn router(app: Arc<App>, limits: &Limits) -> Router {
-    let (bounded, streams) = routers();
+    let (bounded, unbounded) = routers();
     let bounded = Router::from(bounded).layer(
         ServiceBuilder::new()
             .layer(HandleErrorLayer::new(|error: tower::BoxError| async move {
@@ -95,12 +94,14 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
                 }
             }))
             .load_shed()
-            .concurrency_limit(limits.concurrency)
+            // `Router::layer` wraps every route and method separately: one shared semaphore makes
+            // the limit hold for all of them together, not for each one.
+            .layer(GlobalConcurrencyLimitLayer::new(limits.concurrency))
             .timeout(limits.request_timeout),
     );
     Router::new()
         .merge(bounded)
-        .merge(Router::from(streams))
+        .merge(Router::from(unbounded))
         .fallback(|| async { ApiError::RouteNotFound })
         .layer(middleware::map_response(problem_for_bare_errors))
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal.into_response()))

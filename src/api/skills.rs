@@ -42,7 +42,12 @@ fn find<'a>(catalog: &'a Catalog, SkillPath(name): &SkillPath) -> Result<&'a Cat
 
 /// The skill's content now, refused (409) unless it is exactly the version the catalog lists.
 async fn current_content(app: &App, skill: &CatalogSkill) -> Result<String, ApiError> {
-    let content = app.catalog.sources().composite.load(&skill.skill).await?;
+    let content = app.catalog.sources().composite.load(&skill.skill).await.inspect_err(|error| {
+        // The file vanished or changed under the source: the snapshot is stale as well.
+        if error.is_stale() {
+            app.catalog.request_rescan();
+        }
+    })?;
     if skill_etag(&skill.entry.source, &skill.skill, Some(&content)) != skill.entry.etag {
         app.catalog.request_rescan();
         return Err(ApiError::Changed(skill.skill.name().to_string()));
