@@ -1,0 +1,140 @@
+"""Fixtures: the skillcat binary (built with cargo unless SKILLCAT_BIN names one) and real
+`skillcat serve` processes over temporary trees, each on a port the server picks itself."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+sys.path.insert(0, str(HERE.parent))
+
+# Never send the tests' own requests through a proxy from the environment.
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http_get(url, headers=None, timeout=10.0):
+    """(status, headers, body) of a GET, error statuses included."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with OPENER.open(request, timeout=timeout) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.headers, error.read()
+
+
+class Server:
+    def __init__(self, binary, dirs):
+        self.dirs = [str(d) for d in dirs]
+        command = [str(binary), "serve", "--no-builtin", "--listen", "127.0.0.1:0", "--rescan-interval", "0"]
+        command += ["--log-format", "json"]
+        for directory in self.dirs:
+            command += ["--dir", directory]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.log = []
+        self._address = threading.Event()
+        self.url = None
+        threading.Thread(target=self._drain, daemon=True).start()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _drain(self):
+        for line in self.process.stdout:
+            self.log.append(line)
+            if self.url is None:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if record.get("message") == "serving" and record.get("address"):
+                    self.url = f"http://{record['address']}"
+                    self._address.set()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + 60
+        while not self._address.wait(0.05):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("skillcat serve did not start:\n" + "".join(self.log))
+        while True:
+            try:
+                if http_get(self.url + "/readyz", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("skillcat serve did not become ready:\n" + "".join(self.log))
+            time.sleep(0.02)
+
+    def catalog_etag(self):
+        status, headers, _ = http_get(self.url + "/skills")
+        return status, headers.get("ETag")
+
+    def wait_for_change(self, before, timeout=15.0):
+        """Waits until the server publishes a catalog other than `before` (status, etag)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            now = self.catalog_etag()
+            if now != before:
+                return now
+            time.sleep(0.02)
+        raise AssertionError(f"skillcat did not notice the change within {timeout}s")
+
+    def metric(self, route, status):
+        _, _, body = http_get(self.url + "/metrics")
+        prefix = f'skillcat_http_requests_total{{route="{route}",status="{status}"}} '
+        for line in body.decode().splitlines():
+            if line.startswith(prefix):
+                return int(float(line[len(prefix) :]))
+        return 0
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def skillcat_bin():
+    configured = os.environ.get("SKILLCAT_BIN")
+    if configured:
+        binary = Path(configured)
+    else:
+        subprocess.run(["cargo", "build", "--locked", "--bin", "skillcat"], cwd=REPO, check=True)
+        target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+        binary = (target if target.is_absolute() else REPO / target) / "debug" / "skillcat"
+    if not binary.is_file() or not os.access(binary, os.X_OK):
+        pytest.fail(f"no skillcat binary at {binary}")
+    return binary
+
+
+@pytest.fixture
+def serve(skillcat_bin):
+    """serve(dir, ...) starts `skillcat serve` over those directory sources; stopped after the test."""
+    servers = []
+
+    def start(*dirs):
+        server = Server(skillcat_bin, dirs)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
