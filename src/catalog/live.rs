@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::FutureExt as _;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use skillcat_core::SkillDiscoverer;
 use tokio::sync::{Notify, watch};
@@ -93,10 +94,17 @@ impl LiveCatalog {
             ticker
         });
         loop {
-            self.rescan().await;
+            // Requests made before this rescan starts (while the last burst settled) are answered
+            // by it; left pending, each burst would cost a second, redundant full rescan.
+            let _ = self.inner.rescan.notified().now_or_never();
+            // Watch first, then scan: a change made after the watch is in place requests another
+            // rescan, and one made before it is seen by this scan. (The other order loses changes
+            // made between the scan and the watch, e.g. right after the first catalog is ready, or
+            // right after a symlinked root flipped.)
             if let Some(watcher) = &mut watcher {
                 watcher.refresh(&self.inner.metrics);
             }
+            self.rescan().await;
             tokio::select! {
                 () = self.inner.rescan.notified() => tokio::time::sleep(SETTLE).await,
                 _ = async { ticker.as_mut().expect("a ticker").tick().await }, if ticker.is_some() => {}
@@ -175,45 +183,78 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
-/// The watches on the roots. A root that is (or passes through) a symlink is watched where it
-/// points now, and its parent is watched too, so a flip of the link (git-sync) is seen; after a
-/// flip the next refresh moves the watch.
+/// The watches on the roots. Each root is watched recursively at the directory it resolves to
+/// now, and the directory holding a root that is (or passes through) a symlink, or that does not
+/// exist yet, is watched too, so a flip of the link (git-sync) or the root's creation is seen.
+/// A refresh moves the watches when a root resolves elsewhere or was replaced by another directory.
 struct RootWatcher {
     watcher: RecommendedWatcher,
     roots: Vec<PathBuf>,
-    /// What is watched: the path given to the watcher and where it led.
-    watched: Vec<(PathBuf, RecursiveMode, Option<PathBuf>)>,
+    /// What is watched now.
+    watched: Vec<WatchedDir>,
+}
+
+/// One watched directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WatchedDir {
+    /// The path given to the watcher. For a root it is the resolved directory: notify does not
+    /// treat a symlink as a directory, so watching a symlinked root through the link would watch
+    /// only its subfolders, never the root itself (a new top-level skill would go unseen).
+    path: PathBuf,
+    mode: RecursiveMode,
+    /// The directory's device and inode when it was watched: a directory replaced under the same
+    /// path (moved away and another moved in) must be watched again, since inotify watches inodes.
+    identity: Option<(u64, u64)>,
+}
+
+impl WatchedDir {
+    fn new(path: PathBuf, mode: RecursiveMode) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        let identity = std::fs::metadata(&path).ok().map(|metadata| (metadata.dev(), metadata.ino()));
+        WatchedDir { path, mode, identity }
+    }
 }
 
 impl RootWatcher {
     fn refresh(&mut self, metrics: &Metrics) {
-        let mut wanted: Vec<(PathBuf, RecursiveMode, Option<PathBuf>)> = Vec::new();
+        let mut recursive: Vec<WatchedDir> = Vec::new();
+        let mut parents: Vec<WatchedDir> = Vec::new();
         for root in &self.roots {
             let resolved = std::fs::canonicalize(root).ok();
             if resolved.as_deref() != Some(root.as_path()) {
                 // A symlinked (or missing) root: watch the directory holding the link as well.
                 if let Some(parent) = root.parent() {
-                    wanted.push((parent.to_path_buf(), RecursiveMode::NonRecursive, None));
+                    parents.push(WatchedDir::new(parent.to_path_buf(), RecursiveMode::NonRecursive));
                 }
             }
-            wanted.push((root.clone(), RecursiveMode::Recursive, resolved));
+            if let Some(resolved) = resolved {
+                recursive.push(WatchedDir::new(resolved, RecursiveMode::Recursive));
+            }
         }
-        let stale: Vec<PathBuf> =
-            self.watched.iter().filter(|watch| !wanted.contains(watch)).map(|(path, _, _)| path.clone()).collect();
-        for path in stale {
-            let _ = self.watcher.unwatch(&path);
-            self.watched.retain(|(watched, _, _)| *watched != path);
+        // A folder inside a recursively watched tree is already watched; watching it again
+        // non-recursively would make notify forget that its subfolders are to be watched.
+        parents.retain(|parent| !recursive.iter().any(|tree| parent.path.starts_with(&tree.path)));
+        let mut wanted: Vec<WatchedDir> = Vec::new();
+        for watch in recursive.into_iter().chain(parents) {
+            if !wanted.contains(&watch) {
+                wanted.push(watch);
+            }
+        }
+        let stale: Vec<WatchedDir> = self.watched.iter().filter(|watch| !wanted.contains(watch)).cloned().collect();
+        for watch in stale {
+            // May fail harmlessly: notify drops the watches of a deleted directory by itself.
+            let _ = self.watcher.unwatch(&watch.path);
+            self.watched.retain(|watched| *watched != watch);
         }
         for watch in wanted {
             if self.watched.contains(&watch) {
                 continue;
             }
-            let (path, mode, _) = &watch;
-            match self.watcher.watch(Path::new(path), *mode) {
+            match self.watcher.watch(Path::new(&watch.path), watch.mode) {
                 Ok(()) => self.watched.push(watch),
                 Err(error) => {
                     metrics.watcher_error();
-                    tracing::warn!(path = %path.display(), %error, "cannot watch; relying on periodic rescans");
+                    tracing::warn!(path = %watch.path.display(), %error, "cannot watch; relying on periodic rescans");
                 }
             }
         }
