@@ -3,6 +3,7 @@
 mod api;
 mod cli;
 mod conformance;
+mod live;
 mod openapi;
 mod reference;
 mod security;
