@@ -7,13 +7,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
+use futures_util::StreamExt as _;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use skillcat_core::SkillDiscoverer;
+use skillcat_core::{Skill, SkillDiscoverer};
 use tokio::sync::{Notify, watch};
 
 use super::snapshot::{Catalog, CatalogState, Snapshot};
 use crate::observability::Metrics;
 use crate::sources::Sources;
+
+/// Skill files read at once while preparing a snapshot.
+const CONCURRENT_READS: usize = 16;
 
 /// How long to wait after a change for the burst it belongs to (an editor's save, a git checkout).
 const SETTLE: Duration = Duration::from_millis(5);
@@ -119,10 +123,14 @@ impl LiveCatalog {
         let sources = &self.inner.sources;
         let state = match sources.composite.scan_sources().await {
             Ok(discovery) => {
-                let mut contents = Vec::with_capacity(discovery.skills.len());
-                for sourced in &discovery.skills {
-                    contents.push(sources.composite.load(&sourced.skill).await.ok());
-                }
+                // The tags cover each skill's content: read them all, a few at a time, in order.
+                let composite = &sources.composite;
+                let skills: Vec<Skill> = discovery.skills.iter().map(|sourced| sourced.skill.clone()).collect();
+                let contents: Vec<Option<String>> = futures_util::stream::iter(skills)
+                    .map(|skill| async move { composite.load(&skill).await.ok() })
+                    .buffered(CONCURRENT_READS)
+                    .collect()
+                    .await;
                 let labels: Vec<String> = sources.info.iter().map(|info| info.label.clone()).collect();
                 let catalog = tokio::task::spawn_blocking(move || Catalog::build(&discovery, &labels, &contents)).await;
                 match catalog {
