@@ -2,6 +2,7 @@
 
 mod api;
 mod cli;
+mod client;
 mod conformance;
 mod live;
 mod openapi;

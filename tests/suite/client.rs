@@ -1,0 +1,552 @@
+//! `skillcat-client` against a real server on port 0: the remote discoverer agrees with the local
+//! ones on the same tree, follows changes (at once in watch mode), refuses stale descriptors,
+//! survives a server restart, reports a failed source as an error, sends its token without
+//! showing it, and composes with local sources.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use skillcat::catalog::LiveOptions;
+use skillcat::config::SourceConfig;
+use skillcat::sources::BuiltinSkills;
+use skillcat_client::{BearerToken, ClientError, RemoteSkillDiscoverer, RetryPolicy};
+use skillcat_core::{
+    BuiltinSkillDiscoverer, CompositeSkillDiscoverer, DirectorySkillDiscoverer, Skill, SkillDiscoverer, SkillError,
+    TokenLimit, budget_skill_content,
+};
+
+use crate::support::server::TestApp;
+
+/// How long any expected change may take to become visible.
+const DEADLINE: Duration = Duration::from_secs(5);
+
+fn skill_md(name: &str, description: &str, body: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n---\n{body}\n")
+}
+
+/// Writes `root/folder/SKILL.md` atomically (a temporary file renamed over it).
+fn write_skill(root: &Path, folder: &str, text: &str) {
+    let folder = root.join(folder);
+    std::fs::create_dir_all(&folder).expect("create the skill folder");
+    let temporary = folder.join(".SKILL.md.tmp");
+    std::fs::write(&temporary, text).expect("write the temporary file");
+    std::fs::rename(&temporary, folder.join("SKILL.md")).expect("rename over SKILL.md");
+}
+
+/// A tree with three skills, one of them not ASCII, and two files its source skips.
+fn tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    write_skill(root, "alpha", &skill_md("alpha", "The first skill", "# Alpha\n\nDo the alpha thing."));
+    write_skill(root, "beta", &skill_md("beta", "Zweite Fähigkeit — <markup> & more", &"Beta ✓ body. ".repeat(50)));
+    write_skill(root, "nested/gamma", "# Gamma without frontmatter\n");
+    write_skill(root, "broken", "---\nname: not a valid name\ndescription: x\n---\n");
+    std::fs::create_dir_all(root.join("binary")).unwrap();
+    std::fs::write(root.join("binary/SKILL.md"), b"\xff\xfe not UTF-8").unwrap();
+    dir
+}
+
+/// A discoverer in conditional mode that gives up at once (tests that expect an error need no
+/// retries).
+fn conditional(app: &TestApp) -> RemoteSkillDiscoverer {
+    RemoteSkillDiscoverer::builder(app.url("")).retry_policy(RetryPolicy::none()).build().expect("a discoverer")
+}
+
+fn watching(app: &TestApp) -> RemoteSkillDiscoverer {
+    let policy = RetryPolicy::new(3, Duration::from_millis(20), Duration::from_millis(200));
+    RemoteSkillDiscoverer::builder(app.url("")).retry_policy(policy).watch(true).build().expect("a discoverer")
+}
+
+fn names(skills: &[Skill]) -> Vec<&str> {
+    skills.iter().map(|skill| skill.name().as_str()).collect()
+}
+
+fn find<'a>(skills: &'a [Skill], name: &str) -> &'a Skill {
+    skills.iter().find(|skill| skill.name().as_str() == name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// Polls `check` until it holds; fails the test after [`DEADLINE`].
+async fn eventually<F, Fut>(what: &str, mut check: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < DEADLINE, "{what}: not seen within {DEADLINE:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+/// A sample of `GET /metrics` (`0` when the series does not exist yet).
+async fn metric(app: &TestApp, series: &str) -> u64 {
+    let text = app.get("/metrics").send().await.expect("GET /metrics").text().await.expect("metrics");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .map_or(0, |value| value.trim().parse().expect("a count"))
+}
+
+/// How many `GET /skills` the server answered with `status`.
+async fn catalog_requests(app: &TestApp, status: u16) -> u64 {
+    metric(app, &format!("skillcat_http_requests_total{{route=\"/skills\",status=\"{status}\"}}")).await
+}
+
+/// The client's own error inside a trait method's error.
+fn client_error(error: &SkillError) -> &ClientError {
+    match error {
+        SkillError::Source(source) => source.downcast_ref::<ClientError>().expect("a ClientError"),
+        other => panic!("not a source error: {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Agreement with the local discoverers
+
+#[tokio::test]
+async fn remote_discovery_and_loads_equal_the_local_discoverers_on_the_same_tree() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = conditional(&app);
+    let local = DirectorySkillDiscoverer::new([dir.path()]).expect("a local discoverer");
+
+    let (remote_scan, local_scan) = (remote.scan().await.expect("remote scan"), local.scan().await.expect("scan"));
+    assert_eq!(remote_scan, local_scan);
+    assert_eq!(names(&remote_scan.skills), ["alpha", "beta", "gamma"]);
+    assert_eq!(remote_scan.diagnostics.len(), 2, "{:?}", remote_scan.diagnostics);
+    assert_eq!(remote.discover().await.unwrap(), local.discover().await.unwrap());
+    // Where each diagnostic comes from is in the full catalog.
+    let catalog = remote.catalog().await.unwrap();
+    let label = dir.path().to_str().unwrap();
+    assert!(catalog.diagnostics().iter().all(|diagnostic| diagnostic.source == label), "{:?}", catalog.diagnostics());
+    assert!(catalog.entries().iter().all(|entry| entry.source == label && entry.etag.starts_with('"')));
+
+    for skill in &remote_scan.skills {
+        let content = local.load(skill).await.expect("local load");
+        assert_eq!(remote.load(skill).await.expect("remote load"), content, "{}", skill.name());
+        for limit in [1, 7, 100, 10_000] {
+            let limit = TokenLimit::new(limit).unwrap();
+            let budgeted = remote.load_budgeted(skill, limit).await.expect("a budgeted load");
+            assert_eq!(budgeted, budget_skill_content(skill, &content, limit), "{} at {limit:?}", skill.name());
+        }
+    }
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_of_several_sources_equals_their_local_composite() {
+    let (first, second) = (tree(), tempfile::tempdir().unwrap());
+    write_skill(second.path(), "alpha", &skill_md("alpha", "Shadowed by the first source", "Second alpha"));
+    write_skill(second.path(), "delta", &skill_md("delta", "Only in the second source", "Delta"));
+    let sources = vec![
+        SourceConfig::directory(first.path()),
+        SourceConfig::directory(second.path()),
+        SourceConfig::Builtin { name: None },
+    ];
+    let app = TestApp::spawn(sources).await;
+    let remote = conditional(&app);
+    let local = CompositeSkillDiscoverer::new([
+        Arc::new(DirectorySkillDiscoverer::new([first.path()]).unwrap()) as Arc<dyn SkillDiscoverer>,
+        Arc::new(DirectorySkillDiscoverer::new([second.path()]).unwrap()),
+        Arc::new(BuiltinSkillDiscoverer::<BuiltinSkills>::new()),
+    ]);
+    let (remote_scan, local_scan) = (remote.scan().await.unwrap(), local.scan().await.unwrap());
+    assert_eq!(remote_scan, local_scan);
+    assert!(remote_scan.skills.len() > 4, "builtin skills are listed too: {:?}", names(&remote_scan.skills));
+    assert_eq!(find(&remote_scan.skills, "alpha").description(), "The first skill");
+    let catalog = remote.catalog().await.unwrap();
+    let shadowed: Vec<_> = catalog.shadowed().iter().map(|entry| entry.name.as_str()).collect();
+    assert_eq!(shadowed, ["alpha"]);
+    for skill in &remote_scan.skills {
+        assert_eq!(remote.load(skill).await.unwrap(), local.load(skill).await.unwrap(), "{}", skill.name());
+    }
+    app.shutdown().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conditional discovery and changes
+
+#[tokio::test]
+async fn discovery_is_conditional_and_sees_a_change_at_the_next_call() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = conditional(&app);
+    let first = remote.catalog().await.unwrap();
+    let second = remote.catalog().await.unwrap();
+    assert!(Arc::ptr_eq(&first, &second), "a 304 answers the catalog already parsed");
+    assert_eq!((catalog_requests(&app, 200).await, catalog_requests(&app, 304).await), (1, 1));
+
+    write_skill(dir.path(), "alpha", &skill_md("alpha", "The first skill, edited", "# Alpha v2"));
+    app.wait_for_catalog(|body| body["skills"][0]["description"] == "The first skill, edited").await;
+    let skills = remote.discover().await.unwrap();
+    assert_eq!(find(&skills, "alpha").description(), "The first skill, edited");
+    assert_eq!(
+        remote.load(find(&skills, "alpha")).await.unwrap(),
+        "---\nname: alpha\ndescription: The first skill, edited\n---\n# Alpha v2\n"
+    );
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_mode_answers_from_memory_and_sees_a_change_promptly() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = watching(&app);
+    assert!(!remote.is_live(), "nothing is vouched for before the first discovery");
+    let before = remote.discover().await.unwrap();
+    eventually("the event stream vouches for the catalog", || async { remote.is_live() }).await;
+    assert_eq!(metric(&app, "skillcat_sse_clients").await, 1);
+
+    let requests = catalog_requests(&app, 200).await + catalog_requests(&app, 304).await;
+    for _ in 0..200 {
+        assert_eq!(remote.discover().await.unwrap(), before);
+    }
+    let after = catalog_requests(&app, 200).await + catalog_requests(&app, 304).await;
+    assert_eq!(after, requests, "while the stream is up and quiet, discovery sends no request");
+
+    write_skill(dir.path(), "epsilon", &skill_md("epsilon", "Added while watching", "Epsilon"));
+    let seen = eventually("the new skill", || async {
+        remote.discover().await.unwrap().iter().any(|skill| skill.name().as_str() == "epsilon")
+    })
+    .await;
+    assert!(seen < Duration::from_secs(2), "a change is seen promptly in watch mode, not after {seen:?}");
+    eventually("the stream vouches for the new catalog", || async { remote.is_live() }).await;
+    let skills = remote.discover().await.unwrap();
+    assert_eq!(
+        remote.load(find(&skills, "epsilon")).await.unwrap(),
+        skill_md("epsilon", "Added while watching", "Epsilon")
+    );
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_watching_discoverer_ends_its_event_stream() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = watching(&app);
+    remote.discover().await.unwrap();
+    eventually("the stream is up", || async { remote.is_live() }).await;
+    assert_eq!(metric(&app, "skillcat_sse_clients").await, 1);
+    drop(remote);
+    eventually("the server sees the stream closed", || async { metric(&app, "skillcat_sse_clients").await == 0 }).await;
+    app.shutdown().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stale descriptors
+
+/// Checks the trait's and the inherent method's error for a stale descriptor.
+async fn assert_stale(remote: &RemoteSkillDiscoverer, skill: &Skill, status: Option<u16>) {
+    let error = remote.load(skill).await.expect_err("a stale descriptor is refused");
+    assert!(error.is_stale(), "{error:?}");
+    assert!(error.to_string().contains("refresh discovery"), "{error}");
+    let error = remote.content(skill).await.expect_err("refused");
+    assert!(error.is_stale(), "{error:?}");
+    assert_eq!(error.status().map(|status| status.as_u16()), status, "{error:?}");
+    let error = remote.load_budgeted(skill, TokenLimit::DEFAULT).await.expect_err("refused");
+    assert!(error.is_stale(), "{error:?}");
+}
+
+#[tokio::test]
+async fn a_stale_descriptor_gives_the_stale_error() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = conditional(&app);
+    let old = remote.discover().await.unwrap();
+
+    // Edited: the skill's tag moved on (412). Removed: the skill is gone (404).
+    write_skill(dir.path(), "alpha", &skill_md("alpha", "The first skill", "# Alpha v2"));
+    std::fs::remove_dir_all(dir.path().join("nested")).unwrap();
+    app.wait_for_catalog(|body| body["skills"].as_array().unwrap().len() == 2).await;
+    let error = remote.load(find(&old, "alpha")).await.unwrap_err();
+    assert!(matches!(error, SkillError::Changed { ref name } if name.as_str() == "alpha"), "{error:?}");
+    assert_eq!(error.to_string(), "Skill 'alpha' changed; refresh discovery and retry");
+    assert_stale(&remote, find(&old, "alpha"), Some(412)).await;
+    assert_stale(&remote, find(&old, "gamma"), Some(404)).await;
+    // An unchanged skill still loads with the old catalog.
+    assert!(remote.load(find(&old, "beta")).await.unwrap().contains("Beta ✓ body."));
+
+    // After discovering again the skill loads; the vanished one is not listed.
+    let skills = remote.discover().await.unwrap();
+    assert_eq!(names(&skills), ["alpha", "beta"]);
+    assert!(remote.load(find(&skills, "alpha")).await.unwrap().ends_with("# Alpha v2\n"));
+    // A descriptor this discoverer never listed is refused without asking.
+    let foreign = Skill::new("alpha", "The first skill", "/elsewhere/alpha/SKILL.md").unwrap();
+    let error = remote.load(&foreign).await.unwrap_err();
+    assert!(matches!(error, SkillError::NotInCatalog { .. }), "{error:?}");
+    assert_stale(&remote, &foreign, None).await;
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_file_changed_before_the_server_rescanned_gives_the_stale_error() {
+    let dir = tree();
+    // No watcher and no periodic rescan: the server's catalog lags the file.
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+        options.live = LiveOptions { rescan_interval: None, watch: false };
+    })
+    .await;
+    let remote = conditional(&app);
+    let skills = remote.discover().await.unwrap();
+    write_skill(dir.path(), "alpha", &skill_md("alpha", "The first skill", "# Alpha, edited behind the catalog"));
+    assert_stale(&remote, find(&skills, "alpha"), Some(409)).await;
+    app.shutdown().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_restarting_mid_session_is_recovered_from() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let address: SocketAddr = app.address;
+    let plain = conditional(&app);
+    let watch = watching(&app);
+    let skills = plain.discover().await.unwrap();
+    watch.discover().await.unwrap();
+    eventually("the stream is up", || async { watch.is_live() }).await;
+
+    app.shutdown().await.unwrap();
+    eventually("the watcher notices the stream ended", || async { !watch.is_live() }).await;
+    let error = plain.discover().await.expect_err("nothing listens");
+    assert!(matches!(client_error(&error), ClientError::Transport(_)), "{error:?}");
+    assert!(watch.discover().await.is_err(), "with the stream down, a discovery asks the server");
+
+    // The tree changes while the server is down; a new server comes up on the same address.
+    write_skill(dir.path(), "alpha", &skill_md("alpha", "Changed during the restart", "# Alpha v2"));
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| options.listen = address).await;
+    let error = plain.load(find(&skills, "alpha")).await.expect_err("the old descriptor is stale");
+    assert!(error.is_stale(), "{error:?}");
+    let skills = plain.discover().await.unwrap();
+    assert_eq!(find(&skills, "alpha").description(), "Changed during the restart");
+    assert!(plain.load(find(&skills, "alpha")).await.unwrap().ends_with("# Alpha v2\n"));
+
+    let skills = watch.discover().await.unwrap();
+    assert_eq!(find(&skills, "alpha").description(), "Changed during the restart");
+    eventually("the watcher reconnects and vouches again", || async { watch.is_live() }).await;
+    write_skill(dir.path(), "zeta", &skill_md("zeta", "After the restart", "Zeta"));
+    eventually("a change after the restart", || async {
+        watch.discover().await.unwrap().iter().any(|skill| skill.name().as_str() == "zeta")
+    })
+    .await;
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_from_a_failed_source_is_an_error_never_an_empty_catalog() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let (plain, watch) = (conditional(&app), watching(&app));
+    assert_eq!(plain.discover().await.unwrap().len(), 3);
+    watch.discover().await.unwrap();
+    eventually("the stream is up", || async { watch.is_live() }).await;
+
+    // A second skill named alpha in the same source fails the source.
+    write_skill(dir.path(), "zz-alpha", &skill_md("alpha", "A duplicate", "Again"));
+    eventually("the server reports the failed source", || async { app.skills().await.status() == 503 }).await;
+    let error = plain.discover().await.expect_err("a failed source is an error");
+    let ClientError::Unavailable(problem) = client_error(&error) else { panic!("{error:?}") };
+    assert_eq!(problem.skillcat_kind(), Some("catalog-unavailable"));
+    assert!(problem.detail.starts_with("Duplicate skill name 'alpha' at "), "{problem:?}");
+    assert!(error.to_string().contains(&problem.detail), "{error}");
+    assert!(plain.scan().await.is_err());
+    // The watcher heard that the catalog is unavailable: its memory is no longer trusted.
+    eventually("the watcher stops vouching", || async { !watch.is_live() }).await;
+    let error = watch.discover().await.expect_err("a failed source is an error in watch mode too");
+    assert!(matches!(client_error(&error), ClientError::Unavailable(_)), "{error:?}");
+
+    // The server asks for a retry after a second; a policy that allows it waits that second.
+    let patient = RemoteSkillDiscoverer::builder(app.url(""))
+        .retry_policy(RetryPolicy::new(1, Duration::from_millis(10), Duration::from_secs(2)))
+        .build()
+        .unwrap();
+    let refused = catalog_requests(&app, 503).await;
+    let started = Instant::now();
+    patient.discover().await.expect_err("still failed after the retry");
+    assert!(started.elapsed() >= Duration::from_secs(1), "Retry-After: 1 honoured: {:?}", started.elapsed());
+    assert_eq!(catalog_requests(&app, 503).await - refused, 2, "one request and one retry");
+
+    // Repaired: both find the catalog again.
+    std::fs::remove_dir_all(dir.path().join("zz-alpha")).unwrap();
+    eventually("the plain discoverer recovers", || async {
+        plain.discover().await.is_ok_and(|skills| skills.len() == 3)
+    })
+    .await;
+    eventually("the watcher recovers", || async { watch.discover().await.is_ok_and(|skills| skills.len() == 3) }).await;
+    app.shutdown().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bearer token
+
+/// A stand-in server that records each request's head: `/skills` gets a one-skill catalog,
+/// `/events` one event, anything else a 401 problem. Plain threads and blocking sockets: it
+/// lives until the test process ends, one connection at a time.
+struct Recorder {
+    address: SocketAddr,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    fn start() -> Recorder {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address");
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let recorded = Arc::clone(&heads);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                Recorder::answer(stream, &recorded);
+            }
+        });
+        Recorder { address, heads }
+    }
+
+    fn answer(mut stream: std::net::TcpStream, recorded: &Mutex<Vec<String>>) {
+        use std::io::{Read as _, Write as _};
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+            match stream.read(&mut buffer) {
+                Ok(0) | Err(_) => return,
+                Ok(read) => head.extend_from_slice(&buffer[..read]),
+            }
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        recorded.lock().unwrap().push(head.clone());
+        let (status, content_type, body) = if head.starts_with("GET /skills ") {
+            let skill = serde_json::json!({"name": "alpha", "description": "d", "location": "/srv/alpha/SKILL.md",
+                "source": "/srv", "etag": "\"a1\""});
+            let catalog = serde_json::json!({"etag": "\"c1\"", "skills": [skill], "shadowed": [], "diagnostics": []});
+            ("200 OK", "application/json", catalog.to_string())
+        } else if head.starts_with("GET /events ") {
+            ("200 OK", "text/event-stream", "event: catalog\ndata: {\"etag\":\"\\\"c1\\\"\"}\n\n".to_owned())
+        } else {
+            let problem = r#"{"type":"urn:skillcat:problem:unauthorized","title":"Unauthorized","status":401,"detail":"a valid bearer token is required"}"#;
+            ("401 Unauthorized", "application/problem+json", problem.to_owned())
+        };
+        let answer = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\netag: \"c1\"\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(answer.as_bytes());
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// The `Authorization` values of the recorded requests whose request line starts with `start`.
+    fn authorizations(&self, start: &str) -> Vec<Option<String>> {
+        let heads = self.heads.lock().unwrap();
+        let matching = heads.iter().filter(|head| head.starts_with(start));
+        matching
+            .map(|head| {
+                head.lines()
+                    .filter_map(|line| line.split_once(':'))
+                    .find(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+                    .map(|(_, value)| value.trim().to_owned())
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn the_token_is_sent_when_configured_and_never_shown() {
+    const SECRET: &str = "s3cr3t-Token_42";
+    let recorder = Recorder::start();
+    let token = BearerToken::new(SECRET).unwrap();
+    assert_eq!(format!("{token:?}"), "BearerToken(<redacted>)");
+    let builder = RemoteSkillDiscoverer::builder(recorder.url()).bearer_token(token).retry_policy(RetryPolicy::none());
+    assert!(!format!("{builder:?}").contains(SECRET), "{builder:?}");
+    let with_token = builder.clone().build().unwrap();
+    let skills = with_token.discover().await.unwrap();
+    assert_eq!(recorder.authorizations("GET /skills "), [Some(format!("Bearer {SECRET}"))]);
+    let error = with_token.content(&skills[0]).await.unwrap_err();
+    assert!(matches!(error, ClientError::Unauthorized(ref problem) if problem.status == 401), "{error:?}");
+    assert_eq!(recorder.authorizations("GET /skills/alpha/content "), [Some(format!("Bearer {SECRET}"))]);
+    let mut shown = format!("{with_token:?} {error} {error:?}");
+    shown.push_str(&format!("{:?}", SkillError::from(error)));
+    assert!(!shown.contains(SECRET), "{shown}");
+    assert!(shown.contains("<redacted>"), "{shown}");
+
+    // The watch mode's event stream carries it too.
+    let watch = builder.watch(true).build().unwrap();
+    watch.discover().await.unwrap();
+    eventually("the event stream is opened", || async { !recorder.authorizations("GET /events ").is_empty() }).await;
+    assert_eq!(recorder.authorizations("GET /events ")[0], Some(format!("Bearer {SECRET}")));
+    assert!(!format!("{watch:?}").contains(SECRET));
+
+    // Without a token, no Authorization header at all.
+    let recorder = Recorder::start();
+    let without = RemoteSkillDiscoverer::new(recorder.url()).unwrap();
+    without.discover().await.unwrap();
+    assert_eq!(recorder.authorizations("GET /skills "), [None]);
+    assert!(format!("{without:?}").contains("token: None"), "{without:?}");
+}
+
+#[tokio::test]
+async fn a_token_is_accepted_by_a_server_without_authentication() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote =
+        RemoteSkillDiscoverer::builder(app.url("")).bearer_token(BearerToken::new("any").unwrap()).build().unwrap();
+    assert_eq!(remote.discover().await.unwrap().len(), 3);
+    app.shutdown().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Composition with local sources
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_composite_of_remote_and_local_sources_gives_the_first_source_precedence() {
+    let (served, mine) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_skill(served.path(), "alpha", &skill_md("alpha", "Remote alpha", "Remote alpha body"));
+    write_skill(served.path(), "shared", &skill_md("shared", "Remote shared", "Remote shared body"));
+    write_skill(mine.path(), "shared", &skill_md("shared", "Local shared", "Local shared body"));
+    write_skill(mine.path(), "mine", &skill_md("mine", "Local only", "Local only body"));
+    let app = TestApp::spawn_dir(served.path()).await;
+
+    for watch in [false, true] {
+        let remote: Arc<dyn SkillDiscoverer> = Arc::new(if watch { watching(&app) } else { conditional(&app) });
+        let local: Arc<dyn SkillDiscoverer> = Arc::new(DirectorySkillDiscoverer::new([mine.path()]).unwrap());
+
+        let remote_first = CompositeSkillDiscoverer::new([Arc::clone(&remote), Arc::clone(&local)]);
+        let discovery = remote_first.scan_sources().await.unwrap();
+        let owners: Vec<_> = discovery.skills.iter().map(|entry| (entry.skill.name().as_str(), entry.source)).collect();
+        assert_eq!(owners, [("alpha", 0), ("mine", 1), ("shared", 0)]);
+        assert_eq!(discovery.shadowed.len(), 1);
+        assert_eq!(discovery.shadowed[0].skill.description(), "Local shared");
+        let skills: Vec<Skill> = discovery.skills.into_iter().map(|entry| entry.skill).collect();
+        assert!(remote_first.load(find(&skills, "shared")).await.unwrap().contains("Remote shared body"));
+        assert!(remote_first.load(find(&skills, "mine")).await.unwrap().contains("Local only body"));
+        assert!(remote_first.load(find(&skills, "alpha")).await.unwrap().contains("Remote alpha body"));
+
+        let local_first = CompositeSkillDiscoverer::new([Arc::clone(&local), Arc::clone(&remote)]);
+        let skills = local_first.discover().await.unwrap();
+        assert_eq!(find(&skills, "shared").description(), "Local shared");
+        assert!(local_first.load(find(&skills, "shared")).await.unwrap().contains("Local shared body"));
+        assert!(local_first.load(find(&skills, "alpha")).await.unwrap().contains("Remote alpha body"));
+    }
+
+    // A remote skill that changed on the server is stale through the composite too.
+    let remote: Arc<dyn SkillDiscoverer> = Arc::new(conditional(&app));
+    let local: Arc<dyn SkillDiscoverer> = Arc::new(DirectorySkillDiscoverer::new([mine.path()]).unwrap());
+    let composite = CompositeSkillDiscoverer::new([remote, local]);
+    let old = composite.discover().await.unwrap();
+    write_skill(served.path(), "alpha", &skill_md("alpha", "Remote alpha", "Remote alpha body v2"));
+    eventually("the server serves the new alpha", || async {
+        app.content("alpha").await.text().await.is_ok_and(|text| text.contains("v2"))
+    })
+    .await;
+    let error = composite.load(find(&old, "alpha")).await.unwrap_err();
+    assert!(error.is_stale(), "{error:?}");
+    let skills = composite.discover().await.unwrap();
+    assert!(composite.load(find(&skills, "alpha")).await.unwrap().contains("Remote alpha body v2"));
+    app.shutdown().await.unwrap();
+}
