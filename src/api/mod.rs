@@ -21,7 +21,7 @@ use tower::ServiceBuilder;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -78,7 +78,9 @@ pub fn openapi_document() -> String {
     document.to_pretty_json().expect("the document serializes") + "\n"
 }
 
-/// The whole application: every route with every layer.
+/// The whole application: every route with every layer. A 5xx is an expected state here (not
+/// ready, a failed source, at capacity), so the trace layer logs failures at debug level; real
+/// internal errors are logged where they happen.
 pub fn router(app: Arc<App>, limits: &Limits) -> Router {
     let (bounded, unbounded) = routers();
     let bounded = Router::from(bounded).layer(
@@ -107,11 +109,15 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal.into_response()))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), record_metrics))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
-            let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
-            let id = request.headers().get("x-request-id").and_then(|id| id.to_str().ok()).unwrap_or_default();
-            tracing::info_span!("request", method = %request.method(), route, request_id = id)
-        }))
+        .layer(
+            TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)).make_span_with(
+                |request: &Request| {
+                    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
+                    let id = request.headers().get("x-request-id").and_then(|id| id.to_str().ok()).unwrap_or_default();
+                    tracing::info_span!("request", method = %request.method(), route, request_id = id)
+                },
+            ),
+        )
         .layer(SetRequestIdLayer::x_request_id(NextRequestId::default()))
         .with_state(app)
 }

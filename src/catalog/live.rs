@@ -135,7 +135,9 @@ impl LiveCatalog {
                 let catalog = tokio::task::spawn_blocking(move || Catalog::build(&discovery, &labels, &contents)).await;
                 match catalog {
                     Ok(catalog) => CatalogState::Ready(catalog),
-                    Err(error) => std::panic::resume_unwind(error.into_panic()),
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    // The runtime is shutting down.
+                    Err(_) => return,
                 }
             }
             Err(error) => {

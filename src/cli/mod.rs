@@ -92,10 +92,7 @@ fn serve_main(args: ServeArgs) -> ExitCode {
     };
     match runtime.block_on(serve(args)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            tracing::error!("{error:#}");
-            fail(&error)
-        }
+        Err(error) => fail(&error),
     }
 }
 

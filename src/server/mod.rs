@@ -64,11 +64,11 @@ impl Server {
     /// Builds the sources, starts the live catalog and binds the listener.
     pub async fn bind(options: ServeOptions) -> anyhow::Result<Self> {
         let sources = Sources::build(&options.sources).context("cannot set up the sources")?;
+        let listener =
+            TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let metrics = Arc::new(Metrics::default());
         let (shutdown, stopping) = watch::channel(false);
         let catalog = LiveCatalog::start(sources, options.live.clone(), Arc::clone(&metrics), stopping.clone());
-        let listener =
-            TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let app = Arc::new(App { catalog, metrics, shutdown: stopping });
         Ok(Server { listener, app, options, shutdown })
     }

@@ -495,7 +495,7 @@ async fn a_load_of_a_file_changed_since_the_scan_is_a_conflict() {
 async fn one_atomic_change_costs_one_rescan() {
     // Saving a file atomically is a handful of events within a millisecond (create, write,
     // rename); they settle into one rescan, not one plus a redundant second.
-    const CHANGES: u64 = 5;
+    const CHANGES: u64 = 10;
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("skills");
     write_skill(&root.join("alpha"), &skill_md(None, "Version 0.", "a"));
@@ -510,8 +510,9 @@ async fn one_atomic_change_costs_one_rescan() {
         wait_until_idle(&app).await;
         rescans += scan_count(&app).await - before;
     }
-    // One each; a little slack for a loaded machine where a save straddles the settling delay.
-    assert!(rescans <= CHANGES + 2, "{CHANGES} atomic saves cost {rescans} rescans");
+    // One each; slack for a loaded machine where a save straddles the settling delay, but well
+    // under the two per save that a redundant rescan after every burst would cost.
+    assert!(rescans <= CHANGES * 3 / 2, "{CHANGES} atomic saves cost {rescans} rescans");
     app.shutdown().await.expect("clean shutdown");
 }
 
