@@ -571,11 +571,11 @@ async fn wrong_methods_are_405_with_allow_and_unknown_routes_404() {
 
 #[tokio::test]
 async fn a_failed_source_answers_503_with_nagents_message() {
-    let (root, case) = case_tree("dup-same-source");
-    let message = expected("dup-same-source")["composite"]["error"]
+    let (root, case) = support::case_tree("dup-same-source");
+    let message = support::recorded("dup-same-source")["composite"]["error"]
         .as_str()
         .expect("nagents' error")
-        .replace("$T", root_str(&root));
+        .replace("$T", root.path_str());
     assert!(message.starts_with("Duplicate skill name 'x' at "), "{message}");
     let app = TestApp::spawn(case_sources(&root, &case)).await;
     for path in ["/skills", "/skills/x", "/skills/c", "/skills/x/content", "/manifest"] {
@@ -1109,27 +1109,6 @@ async fn gzip_bodies_decompress_to_the_identity_bodies() {
 // ---------------------------------------------------------------------------------------------
 // Bodies equal to nagents' recorded results
 
-fn case_tree(name: &str) -> (CaseRoot, Value) {
-    let path = support::conformance_dir().join("cases.json");
-    let cases: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("cases")).expect("json");
-    let case =
-        cases["cases"].as_array().expect("cases").iter().find(|case| case["name"] == name).expect("case").clone();
-    let root = CaseRoot::new().expect("case root");
-    support::tree::build(&root, case["entries"].as_array().expect("entries")).expect("tree");
-    (root, case)
-}
-
-fn expected(name: &str) -> Value {
-    let path = support::conformance_dir().join("expected.json");
-    let expected: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("expected")).expect("json");
-    assert_eq!(expected["nagents"], "0.25.2");
-    expected["cases"][name].clone()
-}
-
-fn root_str(root: &CaseRoot) -> &str {
-    std::str::from_utf8(root.path()).expect("UTF-8 root")
-}
-
 /// The case's sources, in order, as the server's configuration.
 fn case_sources(root: &CaseRoot, case: &Value) -> Vec<SourceConfig> {
     case["sources"]
@@ -1154,8 +1133,8 @@ fn case_sources(root: &CaseRoot, case: &Value) -> Vec<SourceConfig> {
 #[tokio::test]
 async fn bodies_are_nagents_recorded_results() {
     for name in ["budget-multibyte-cuts", "manifest-html-escaping", "dup-across-sources", "non-utf8-content"] {
-        let (root, case) = case_tree(name);
-        let expected = expected(name);
+        let (root, case) = support::case_tree(name);
+        let expected = support::recorded(name);
         let sources = case_sources(&root, &case);
         let labels: Vec<String> = sources
             .iter()

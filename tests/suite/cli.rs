@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::support::{self, CaseRoot};
+use crate::support;
 
 fn skillcat(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_skillcat"))
@@ -22,27 +22,6 @@ fn stdout(output: &Output) -> String {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// A conformance case's tree, built in a fresh case root.
-fn case_tree(name: &str) -> (CaseRoot, Value) {
-    let path = support::conformance_dir().join("cases.json");
-    let cases: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("cases")).expect("json");
-    let case =
-        cases["cases"].as_array().expect("cases").iter().find(|case| case["name"] == name).expect("case").clone();
-    let root = CaseRoot::new().expect("case root");
-    support::tree::build(&root, case["entries"].as_array().expect("entries")).expect("tree");
-    (root, case)
-}
-
-fn expected(name: &str) -> Value {
-    let path = support::conformance_dir().join("expected.json");
-    let expected: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("expected")).expect("json");
-    expected["cases"][name].clone()
-}
-
-fn root_str(root: &CaseRoot) -> &str {
-    std::str::from_utf8(root.path()).expect("UTF-8 root")
 }
 
 #[test]
@@ -67,9 +46,9 @@ fn builtin_skills_are_served_by_default_and_valid() {
 
 #[test]
 fn manifest_and_load_are_nagents_bytes() {
-    let (root, case) = case_tree("budget-multibyte-cuts");
-    let expected = expected("budget-multibyte-cuts");
-    let source = root_str(&root).to_owned() + "/" + case["sources"][0]["roots"][0].as_str().expect("root");
+    let (root, case) = support::case_tree("budget-multibyte-cuts");
+    let expected = support::recorded("budget-multibyte-cuts");
+    let source = root.path_str().to_owned() + "/" + case["sources"][0]["roots"][0].as_str().expect("root");
     let output = skillcat(&["manifest", "--no-builtin", "--dir", &source], Path::new("/"));
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(root.relative(json!(stdout(&output))), expected["manifest"]);
@@ -85,9 +64,9 @@ fn manifest_and_load_are_nagents_bytes() {
 
 #[test]
 fn check_reports_shadowed_and_diagnostics_and_fails() {
-    let (root, _) = case_tree("dup-across-sources");
-    let expected = expected("dup-across-sources");
-    let base = root_str(&root);
+    let (root, _) = support::case_tree("dup-across-sources");
+    let expected = support::recorded("dup-across-sources");
+    let base = root.path_str();
     let args = ["check", "--json", "--no-builtin", "--dir", "a", "--dir", "b", "--dir", "c"];
     let output = skillcat(&args, Path::new(base));
     let report: Value = root.relative(serde_json::from_str(&stdout(&output)).expect("json"));
@@ -114,18 +93,20 @@ fn check_reports_shadowed_and_diagnostics_and_fails() {
 
 #[test]
 fn a_diagnostic_fails_check() {
-    let (root, _) = case_tree("file-size-limit");
-    let output = skillcat(&["check", "--no-builtin", "--dir", "s"], Path::new(root_str(&root)));
+    let (root, _) = support::case_tree("file-size-limit");
+    let output = skillcat(&["check", "--no-builtin", "--dir", "s"], Path::new(root.path_str()));
     assert_eq!(output.status.code(), Some(1));
     assert!(stdout(&output).contains("SKILL.md exceeds 4000000 bytes"), "{}", stdout(&output));
 }
 
 #[test]
 fn a_source_error_prints_nagents_message_and_exits_1() {
-    let (root, _) = case_tree("dup-same-source");
-    let message =
-        expected("dup-same-source")["sources"][0]["error"].as_str().expect("error").replace("$T", root_str(&root));
-    let cwd = Path::new(root_str(&root));
+    let (root, _) = support::case_tree("dup-same-source");
+    let message = support::recorded("dup-same-source")["sources"][0]["error"]
+        .as_str()
+        .expect("error")
+        .replace("$T", root.path_str());
+    let cwd = Path::new(root.path_str());
     let check = skillcat(&["check", "--json", "--no-builtin", "--dir", "s"], cwd);
     assert_eq!(check.status.code(), Some(1));
     let report: Value = serde_json::from_str(&stdout(&check)).expect("json");
@@ -140,8 +121,8 @@ fn a_source_error_prints_nagents_message_and_exits_1() {
 
 #[test]
 fn config_file_sources_replace_flags() {
-    let (root, _) = case_tree("dup-across-sources");
-    let base = Path::new(root_str(&root));
+    let (root, _) = support::case_tree("dup-across-sources");
+    let base = Path::new(root.path_str());
     std::fs::write(
         base.join("skillcat.toml"),
         "[[sources]]\nkind = \"directory\"\nname = \"second\"\nroots = [\"b\"]\n\n[[sources]]\nkind = \"directory\"\nroots = [\"a\"]\nmax_entries = 50\nmax_depth = 4\n",

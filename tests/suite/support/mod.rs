@@ -19,6 +19,28 @@ pub fn conformance_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
 }
 
+fn read_json(name: &str) -> Value {
+    let path = conformance_dir().join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// A conformance case's tree (`tests/conformance/cases.json`), built in a fresh case root.
+pub fn case_tree(name: &str) -> (CaseRoot, Value) {
+    let cases = read_json("cases.json");
+    let case = cases["cases"].as_array().expect("cases").iter().find(|case| case["name"] == name).expect("case");
+    let root = CaseRoot::new().expect("case root");
+    tree::build(&root, case["entries"].as_array().expect("entries")).expect("tree");
+    (root, case.clone())
+}
+
+/// nagents' recorded result for a case (`tests/conformance/expected.json`).
+pub fn recorded(name: &str) -> Value {
+    let expected = read_json("expected.json");
+    assert_eq!(expected["nagents"], "0.25.2", "expected.json must be recorded with nagents 0.25.2");
+    expected["cases"][name].clone()
+}
+
 fn triple(skill: &Skill) -> Value {
     json!([skill.name().as_str(), skill.description(), skill.location()])
 }

@@ -36,6 +36,10 @@ impl CaseRoot {
         &self.path
     }
 
+    pub fn path_str(&self) -> &str {
+        std::str::from_utf8(&self.path).expect("a UTF-8 case root")
+    }
+
     /// A root of a case's source: relative to `T`, `""` meaning `T`.
     pub fn root_path(&self, relative: &str) -> OsString {
         let mut path = self.path.clone();
