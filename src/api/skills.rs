@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use skillcat_core::{SkillDiscoverer, SkillLoadResult, TokenLimit, budget_skill_content};
+use skillcat_core::{ContentVersion, SkillDiscoverer, SkillLoadResult, TokenLimit, budget_skill_content};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -48,7 +48,7 @@ async fn current_content(app: &App, skill: &CatalogSkill) -> Result<String, ApiE
             app.catalog.request_rescan();
         }
     })?;
-    if skill_etag(&skill.entry.source, &skill.skill, Some(&content)) != skill.entry.etag {
+    if skill_etag(&skill.entry.source, &skill.skill, Some(ContentVersion::of(&content))) != skill.entry.etag {
         app.catalog.request_rescan();
         return Err(ApiError::Changed(skill.skill.name().to_string()));
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use skillcat_core::{Skill, SkillDiscoverer};
+use skillcat_core::{ContentVersion, Skill, SkillDiscoverer};
 use tokio::sync::{Notify, watch};
 
 use super::snapshot::{Catalog, CatalogState, Snapshot};
@@ -123,16 +123,22 @@ impl LiveCatalog {
         let sources = &self.inner.sources;
         let state = match sources.composite.scan_sources().await {
             Ok(discovery) => {
-                // The tags cover each skill's content: read them all, a few at a time, in order.
+                // The tags cover each skill's content: its version from the scan where the source
+                // keeps one, else read (a few at a time, in order).
                 let composite = &sources.composite;
                 let skills: Vec<Skill> = discovery.skills.iter().map(|sourced| sourced.skill.clone()).collect();
-                let contents: Vec<Option<String>> = futures_util::stream::iter(skills)
-                    .map(|skill| async move { composite.load(&skill).await.ok() })
+                let versions: Vec<Option<ContentVersion>> = futures_util::stream::iter(skills)
+                    .map(|skill| async move {
+                        match composite.content_version(&skill) {
+                            Some(version) => Some(version),
+                            None => composite.load(&skill).await.ok().map(|content| ContentVersion::of(&content)),
+                        }
+                    })
                     .buffered(CONCURRENT_READS)
                     .collect()
                     .await;
                 let labels: Vec<String> = sources.info.iter().map(|info| info.label.clone()).collect();
-                let catalog = tokio::task::spawn_blocking(move || Catalog::build(&discovery, &labels, &contents)).await;
+                let catalog = tokio::task::spawn_blocking(move || Catalog::build(&discovery, &labels, &versions)).await;
                 match catalog {
                     Ok(catalog) => CatalogState::Ready(catalog),
                     Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),

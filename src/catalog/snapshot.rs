@@ -6,7 +6,7 @@ use std::io::Write as _;
 use axum::body::Bytes;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use skillcat_core::{CompositeDiscovery, Skill, SkillName, render_skill_manifest};
+use skillcat_core::{CompositeDiscovery, ContentVersion, Skill, SkillName, render_skill_manifest};
 
 /// Bodies at least this large are also kept gzip-compressed.
 const COMPRESS_FROM: usize = 1024;
@@ -57,15 +57,16 @@ fn gzip(bytes: &[u8]) -> Option<Bytes> {
     (compressed.len() < bytes.len()).then(|| Bytes::from(compressed))
 }
 
-/// The tag of one version of a skill: its source, descriptor and content (`None`: unreadable).
-pub fn skill_etag(source: &str, skill: &Skill, content: Option<&str>) -> ETag {
-    let content = content.map(str::as_bytes).unwrap_or(b"\0unreadable");
+/// The tag of one version of a skill: its source, descriptor and content version (`None`: the
+/// content could not be read).
+pub fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>) -> ETag {
+    let version = version.map(|version| version.get().to_be_bytes());
     ETag::of(&[
         source.as_bytes(),
         skill.name().as_str().as_bytes(),
         skill.description().as_bytes(),
         skill.location().as_bytes(),
-        content,
+        version.as_ref().map_or(b"unreadable".as_slice(), |bytes| bytes.as_slice()),
     ])
 }
 
@@ -142,18 +143,18 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Prepares every answer of one discovery. `contents` holds each skill's current content (in
+    /// Prepares every answer of one discovery. `versions` holds each skill's content version (in
     /// the discovery's order), which the skill's tag covers.
-    pub fn build(discovery: &CompositeDiscovery, labels: &[String], contents: &[Option<String>]) -> Self {
+    pub fn build(discovery: &CompositeDiscovery, labels: &[String], versions: &[Option<ContentVersion>]) -> Self {
         let label = |source: usize| labels.get(source).cloned().unwrap_or_default();
         let skills: Vec<CatalogSkill> = discovery
             .skills
             .iter()
-            .zip(contents)
-            .map(|(sourced, content)| {
+            .zip(versions)
+            .map(|(sourced, version)| {
                 let skill = &sourced.skill;
                 let source = label(sourced.source);
-                let etag = skill_etag(&source, skill, content.as_deref());
+                let etag = skill_etag(&source, skill, *version);
                 let entry = SkillEntry {
                     name: skill.name().clone(),
                     description: skill.description().to_owned(),

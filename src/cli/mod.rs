@@ -166,7 +166,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
     let (configs, _file) = args.resolve()?;
-    Sources::build(&configs).context("cannot set up the sources")
+    Sources::build(&configs, false).context("cannot set up the sources")
 }
 
 /// A source's failure, printed as the source's own message (nagents' wording).

@@ -63,7 +63,7 @@ pub struct Server {
 impl Server {
     /// Builds the sources, starts the live catalog and binds the listener.
     pub async fn bind(options: ServeOptions) -> anyhow::Result<Self> {
-        let sources = Sources::build(&options.sources).context("cannot set up the sources")?;
+        let sources = Sources::build(&options.sources, true).context("cannot set up the sources")?;
         let listener =
             TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let metrics = Arc::new(Metrics::default());

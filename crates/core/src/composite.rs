@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::discover::{Discovery, SkillDiscoverer, SkillError, sorted_catalog};
+use crate::discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, sorted_catalog};
 use crate::skill::Skill;
 
 /// A descriptor and the index of the source that gave it.
@@ -106,6 +106,13 @@ impl SkillDiscoverer for CompositeSkillDiscoverer {
             skills: discovery.skills.into_iter().map(|entry| entry.skill).collect(),
             diagnostics: discovery.diagnostics.into_iter().map(|entry| entry.message).collect(),
         })
+    }
+
+    fn content_version(&self, skill: &Skill) -> Option<ContentVersion> {
+        let owners = Arc::clone(&self.owners.lock().unwrap_or_else(PoisonError::into_inner));
+        let index = owners.binary_search_by(|owner| owner.skill.name().cmp(skill.name())).ok()?;
+        let owner = &owners[index];
+        (owner.skill == *skill).then(|| self.sources[owner.source].content_version(skill)).flatten()
     }
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {

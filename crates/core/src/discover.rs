@@ -44,6 +44,26 @@ pub struct Discovery {
     pub diagnostics: Vec<String>,
 }
 
+/// A digest of a skill's content as its source last read it (64-bit FNV-1a): cheap change
+/// detection, so a catalog can tag each skill's version without reading every file twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContentVersion(u64);
+
+impl ContentVersion {
+    pub fn of(content: &str) -> Self {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for &byte in content.as_bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        ContentVersion(hash)
+    }
+
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
 /// A source of skills. Object safe: composites hold `Arc<dyn SkillDiscoverer>`.
 #[async_trait]
 pub trait SkillDiscoverer: Send + Sync {
@@ -57,6 +77,12 @@ pub trait SkillDiscoverer: Send + Sync {
 
     /// The full content of `skill`, which must be this source's current descriptor.
     async fn load(&self, skill: &Skill) -> Result<String, SkillError>;
+
+    /// The version of `skill`'s content read by the last discovery, when the source keeps it
+    /// (otherwise callers load the content to learn it).
+    fn content_version(&self, _skill: &Skill) -> Option<ContentVersion> {
+        None
+    }
 }
 
 #[async_trait]
@@ -71,6 +97,10 @@ impl<T: SkillDiscoverer + ?Sized> SkillDiscoverer for Arc<T> {
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {
         (**self).load(skill).await
+    }
+
+    fn content_version(&self, skill: &Skill) -> Option<ContentVersion> {
+        (**self).content_version(skill)
     }
 }
 
@@ -102,6 +132,13 @@ pub(crate) fn sorted_catalog<T>(mut items: Vec<T>, skill: impl Fn(&T) -> &Skill)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_versions_are_fnv_1a() {
+        assert_eq!(ContentVersion::of("").get(), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(ContentVersion::of("a").get(), 0xaf63_dc4c_8601_ec8c);
+        assert_ne!(ContentVersion::of("ab"), ContentVersion::of("ba"));
+    }
 
     #[test]
     fn the_first_repeat_in_source_order_is_named() {

@@ -31,7 +31,7 @@ pub use budget::{
 pub use builtin::BuiltinSkillDiscoverer;
 pub use composite::{CompositeDiscovery, CompositeSkillDiscoverer, SourcedDiagnostic, SourcedSkill};
 pub use directory::{AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, DirectorySkillDiscoverer, MAX_FILE_BYTES};
-pub use discover::{Discovery, SkillDiscoverer, SkillError, skill_catalog};
+pub use discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, skill_catalog};
 pub use manifest::{MAX_SKILL_MANIFEST_TOKENS, render_skill_manifest};
 pub use metadata::{FALLBACK_DESCRIPTION, MetadataError, MetadataErrorKind, parse_skill_metadata};
 pub use references::explicit_skill_names;

@@ -16,6 +16,7 @@ use rustix::fs::{AtFlags, FileType, RawDir};
 
 use super::guarded::{self, SKILL_FILE};
 use super::path::{AbsoluteRoot, join, last_component};
+use crate::discover::ContentVersion;
 use crate::metadata::parse_fields;
 use crate::pystr;
 use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
@@ -39,6 +40,8 @@ const LISTING_BUFFER: usize = 32 * 1024;
 pub(crate) struct Found {
     pub skill: Skill,
     pub root: usize,
+    /// The content's version, when the scan was asked to keep it.
+    pub version: Option<ContentVersion>,
 }
 
 #[derive(Debug, Default)]
@@ -47,10 +50,10 @@ pub(crate) struct Outcome {
     pub diagnostics: Vec<String>,
 }
 
-pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize) -> Outcome {
+pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize, versions: bool) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
     let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
-    let queue = Queue::default();
+    let queue = Queue { versions, ..Queue::default() };
     std::thread::scope(|scope| {
         for _ in 0..helpers {
             std::thread::Builder::new()
@@ -158,7 +161,7 @@ struct Listing {
     unexamined: Vec<(usize, Vec<u8>, String)>,
     /// Listing failed after `entries`.
     error: Option<String>,
-    skill: Option<Result<Skill, Diagnostic>>,
+    skill: Option<Result<(Skill, Option<ContentVersion>), Diagnostic>>,
 }
 
 impl Listing {
@@ -224,6 +227,8 @@ impl Slot {
 struct Queue {
     state: Mutex<QueueState>,
     available: Condvar,
+    /// Whether reads also record each content's version.
+    versions: bool,
 }
 
 #[derive(Default)]
@@ -263,7 +268,7 @@ impl Queue {
         loop {
             if let Some(task) = state.tasks.pop_front() {
                 drop(state);
-                task.run(&mut buffers);
+                task.run(&mut buffers, self.versions);
                 polls = 0;
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else if state.closed {
@@ -284,13 +289,13 @@ impl Queue {
 }
 
 impl Task {
-    fn run(self, buffers: &mut Buffers) {
-        self.slot.put(prepare(self.opener, self.path, buffers));
+    fn run(self, buffers: &mut Buffers, versions: bool) {
+        self.slot.put(prepare(self.opener, self.path, buffers, versions));
     }
 }
 
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
-fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
+fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers, versions: bool) -> Prepared {
     let opened = match &opener {
         Opener::Root => guarded::open_root(&path),
         Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(&path)),
@@ -305,7 +310,7 @@ fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
     listing.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
     if listing.error.is_none() && listing.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
         let location = join(&path, SKILL_FILE.as_bytes());
-        listing.skill = Some(read_skill(listing.fd.as_fd(), &location, &mut buffers.content));
+        listing.skill = Some(read_skill(listing.fd.as_fd(), &location, &mut buffers.content, versions));
     }
     Prepared { path, listing: Ok(listing) }
 }
@@ -353,7 +358,12 @@ fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> Listing {
 }
 
 /// Reads and parses one `SKILL.md`; `path` is its location.
-fn read_skill(folder: BorrowedFd<'_>, path: &[u8], buffer: &mut Vec<u8>) -> Result<Skill, Diagnostic> {
+fn read_skill(
+    folder: BorrowedFd<'_>,
+    path: &[u8],
+    buffer: &mut Vec<u8>,
+    versions: bool,
+) -> Result<(Skill, Option<ContentVersion>), Diagnostic> {
     let content =
         guarded::read_skill_file_into(folder, buffer).map_err(|error| Diagnostic::new(path, error.message()))?;
     let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
@@ -364,7 +374,9 @@ fn read_skill(folder: BorrowedFd<'_>, path: &[u8], buffer: &mut Vec<u8>) -> Resu
         Err(kind) => [path, kind.message("").as_bytes()].concat(),
         Ok((name, description)) => match Skill::new(name, description, location.as_ref()) {
             Err(error) => error.to_string().into_bytes(),
-            Ok(skill) if matches!(location, Cow::Borrowed(_)) => return Ok(skill),
+            Ok(skill) if matches!(location, Cow::Borrowed(_)) => {
+                return Ok((skill, versions.then(|| ContentVersion::of(content))));
+            }
             Ok(_) if pystr::unit_len(path) > MAX_LOCATION_CHARS => InvalidSkill::Location.to_string().into_bytes(),
             // nagents would publish a location that no JSON or manifest can carry.
             Ok(_) => LOCATION_NOT_UTF8.as_bytes().to_vec(),
@@ -404,7 +416,7 @@ impl Walk<'_> {
                 return prepared;
             }
             match self.queue.try_pop() {
-                Some(task) => task.run(&mut self.buffers),
+                Some(task) => task.run(&mut self.buffers, self.queue.versions),
                 None => return slot.take(),
             }
         }
@@ -455,7 +467,7 @@ impl Walk<'_> {
                     self.diagnose(Diagnostic::new(&join(&path, listing.name(entry)), DEPTH_LIMIT));
                 }
                 Kind::SkillFile => match skill.take().expect("a listed SKILL.md is read") {
-                    Ok(skill) => self.outcome.found.push(Found { skill, root }),
+                    Ok((skill, version)) => self.outcome.found.push(Found { skill, root, version }),
                     Err(diagnostic) => self.diagnose(diagnostic),
                 },
                 Kind::Other => {}
