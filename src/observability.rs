@@ -61,7 +61,8 @@ impl Histogram {
 /// The service's Prometheus metrics.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, u16), u64>>,
+    /// Requests by route template, then status.
+    requests: Mutex<BTreeMap<String, BTreeMap<u16, u64>>>,
     latency: Mutex<BTreeMap<String, Histogram>>,
     scans: Mutex<Histogram>,
     catalog_skills: AtomicUsize,
@@ -72,8 +73,20 @@ pub struct Metrics {
 impl Metrics {
     /// Records one answered request; `route` is the matched route template, never the raw path.
     pub fn request(&self, route: &str, status: u16, elapsed: Duration) {
-        *lock(&self.requests).entry((route.to_owned(), status)).or_default() += 1;
-        lock(&self.latency).entry(route.to_owned()).or_default().observe(elapsed.as_secs_f64());
+        // Routes are few: after the first request of each, recording allocates nothing.
+        let mut requests = lock(&self.requests);
+        match requests.get_mut(route) {
+            Some(statuses) => *statuses.entry(status).or_default() += 1,
+            None => {
+                requests.insert(route.to_owned(), BTreeMap::from([(status, 1)]));
+            }
+        }
+        drop(requests);
+        let mut latency = lock(&self.latency);
+        match latency.get_mut(route) {
+            Some(histogram) => histogram.observe(elapsed.as_secs_f64()),
+            None => latency.entry(route.to_owned()).or_default().observe(elapsed.as_secs_f64()),
+        }
     }
 
     pub fn scan_finished(&self, elapsed: Duration) {
@@ -99,8 +112,10 @@ impl Metrics {
         let mut out = String::with_capacity(4096);
         out.push_str("# HELP skillcat_http_requests_total HTTP requests answered, by route and status.\n");
         out.push_str("# TYPE skillcat_http_requests_total counter\n");
-        for ((route, status), count) in lock(&self.requests).iter() {
-            let _ = writeln!(out, "skillcat_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {count}");
+        for (route, statuses) in lock(&self.requests).iter() {
+            for (status, count) in statuses {
+                let _ = writeln!(out, "skillcat_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {count}");
+            }
         }
         out.push_str("# HELP skillcat_http_request_duration_seconds Time to answer a request, by route.\n");
         out.push_str("# TYPE skillcat_http_request_duration_seconds histogram\n");

@@ -140,9 +140,10 @@ impl MakeRequestId for NextRequestId {
 
 async fn record_metrics(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned();
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
-    app.metrics.request(&route, response.status().as_u16(), started.elapsed());
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    app.metrics.request(route, response.status().as_u16(), started.elapsed());
     response
 }
 

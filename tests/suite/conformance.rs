@@ -45,10 +45,11 @@ fn fixtures_match_nagents() {
 }
 
 /// Prints skillcat's result for the cases named in `SKILLCAT_SHOW_CASES` (comma-separated), to
-/// review before recording a deliberate deviation.
+/// review before recording a deliberate deviation in `deviations.json`. A tool, not a check.
 #[test]
+#[ignore = "a review tool: SKILLCAT_SHOW_CASES=a,b cargo test --test suite show_cases -- --ignored --nocapture"]
 fn show_cases() {
-    let Ok(names) = std::env::var("SKILLCAT_SHOW_CASES") else { return };
+    let names = std::env::var("SKILLCAT_SHOW_CASES").expect("set SKILLCAT_SHOW_CASES to the cases to show");
     let cases = load("cases.json");
     for case in cases["cases"].as_array().expect("cases") {
         if names.split(',').any(|name| name == case["name"]) {

@@ -8,7 +8,7 @@ pub const FALLBACK_DESCRIPTION: &str = "Load with skill(name) for instructions."
 
 /// Why a `SKILL.md` yields no descriptor. The message starts with the location, as nagents'.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}", self.message(self.location.as_str()))]
+#[error("{}", self.kind.message(&self.location))]
 pub struct MetadataError {
     location: String,
     kind: MetadataErrorKind,
@@ -17,10 +17,6 @@ pub struct MetadataError {
 impl MetadataError {
     pub fn kind(&self) -> &MetadataErrorKind {
         &self.kind
-    }
-
-    fn message(&self, location: &str) -> String {
-        self.kind.message(location)
     }
 }
 
