@@ -52,6 +52,10 @@ pub enum ApiError {
     Overloaded,
     #[error("the request took too long")]
     Timeout,
+    #[error("this route requires an Authorization: Bearer token")]
+    MissingToken,
+    #[error("the bearer token is not valid")]
+    InvalidToken,
     /// Logged where it happens; the client gets a generic text.
     #[error("internal error")]
     Internal,
@@ -79,6 +83,7 @@ impl ApiError {
             ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting-down", "Shutting down"),
             Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded", "Overloaded"),
             Timeout => (StatusCode::REQUEST_TIMEOUT, "timeout", "Request timeout"),
+            MissingToken | InvalidToken => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
         }
     }
@@ -123,6 +128,16 @@ impl IntoResponse for ApiError {
         match self {
             ApiError::NotReady | ApiError::Overloaded | ApiError::ShuttingDown | ApiError::CatalogUnavailable(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            // RFC 6750: the challenge, and why a presented token was refused.
+            ApiError::MissingToken => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"skillcat\""));
+            }
+            ApiError::InvalidToken => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"skillcat\", error=\"invalid_token\""),
+                );
             }
             _ => {}
         }

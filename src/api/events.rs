@@ -4,14 +4,19 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Serialize;
+use tokio::sync::watch;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::auth::Authenticated;
+use crate::auth::{TokenDigest, Tokens};
 use crate::catalog::Snapshot;
+use crate::observability::SseClient;
 use crate::server::App;
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -33,31 +38,73 @@ fn event(snapshot: &Snapshot) -> Event {
 }
 
 /// A `catalog` event at once and on every change; comments keep the connection alive. The stream
-/// ends when the server shuts down.
+/// ends when the server shuts down, or when the token it was opened with is revoked.
 #[utoipa::path(get, path = "/events", tag = "catalog",
     responses(
         (status = 200, description = "`event: catalog` with `data: {\"etag\": ...}`, at connect and on every change",
             body = CatalogEvent, content_type = "text/event-stream"),
     ))]
-async fn events(State(app): State<Arc<App>>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let snapshots = app.catalog.subscribe();
-    let shutdown = app.shutdown.clone();
-    let client = app.metrics.sse_client();
-    let stream = futures_util::stream::unfold(
-        (snapshots, shutdown, true, client),
-        |(mut snapshots, mut shutdown, first, client)| async move {
-            if *shutdown.borrow() {
-                return None;
-            }
-            if !first {
-                tokio::select! {
-                    changed = snapshots.changed() => changed.ok()?,
-                    () = crate::catalog::stopped(&mut shutdown) => return None,
-                }
-            }
-            let event = event(&snapshots.borrow_and_update());
-            Some((Ok(event), (snapshots, shutdown, false, client)))
-        },
-    );
+async fn events(
+    State(app): State<Arc<App>>,
+    authenticated: Option<Extension<Authenticated>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let stream = EventStream {
+        snapshots: app.catalog.subscribe(),
+        shutdown: app.shutdown.clone(),
+        access: app
+            .tokens
+            .as_ref()
+            .zip(authenticated)
+            .map(|(store, Extension(Authenticated(digest)))| (store.subscribe(), digest)),
+        first: true,
+        _client: app.metrics.sse_client(),
+    };
+    let stream = futures_util::stream::unfold(stream, |mut stream| async move {
+        let event = stream.next().await?;
+        Some((Ok(event), stream))
+    });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+/// The state of one event stream.
+struct EventStream {
+    snapshots: watch::Receiver<Arc<Snapshot>>,
+    shutdown: watch::Receiver<bool>,
+    /// The tokens and the one this stream was opened with, when tokens are required.
+    access: Option<(watch::Receiver<Arc<Tokens>>, TokenDigest)>,
+    first: bool,
+    /// Counts the stream as a connected client while it lives.
+    _client: SseClient,
+}
+
+impl EventStream {
+    /// The next event, or `None` when the stream is to end.
+    async fn next(&mut self) -> Option<Event> {
+        if *self.shutdown.borrow() || self.revoked_now() {
+            return None;
+        }
+        if !std::mem::take(&mut self.first) {
+            tokio::select! {
+                changed = self.snapshots.changed() => changed.ok()?,
+                () = crate::catalog::stopped(&mut self.shutdown) => return None,
+                () = revoked(self.access.as_mut()) => return None,
+            }
+        }
+        Some(event(&self.snapshots.borrow_and_update()))
+    }
+
+    fn revoked_now(&self) -> bool {
+        self.access.as_ref().is_some_and(|(tokens, digest)| !tokens.borrow().contains(digest))
+    }
+}
+
+/// Completes when the token is no longer accepted; never when tokens are not required or can no
+/// longer change.
+async fn revoked(access: Option<&mut (watch::Receiver<Arc<Tokens>>, TokenDigest)>) {
+    if let Some((tokens, digest)) = access
+        && tokens.wait_for(|tokens| !tokens.contains(digest)).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }

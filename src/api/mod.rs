@@ -1,5 +1,6 @@
 //! The HTTP API: one router with every route and layer, used by the server and by the tests.
 
+mod auth;
 mod error;
 mod events;
 mod http;
@@ -25,6 +26,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+pub use auth::Authenticated;
 pub use error::{ApiError, Problem};
 pub use skills::MAX_BODY_BYTES;
 
@@ -75,7 +77,40 @@ pub fn openapi_document() -> String {
     if let Some(body) = load.and_then(|operation| operation.request_body.as_mut()) {
         body.required = Some(utoipa::openapi::Required::False);
     }
+    declare_bearer_auth(&mut document);
     document.to_pretty_json().expect("the document serializes") + "\n"
+}
+
+/// Bearer authentication, as a server with a token file requires it: the scheme, required by
+/// every operation but the probes, and its 401 answer.
+fn declare_bearer_auth(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder, header::Header};
+
+    let scheme = SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer));
+    document.components.get_or_insert_with(Default::default).add_security_scheme("bearer", scheme);
+    document.security = Some(vec![SecurityRequirement::new("bearer", Vec::<String>::new())]);
+    let unauthorized = ResponseBuilder::new()
+        .description("Missing or invalid bearer token (only when the server runs with --token-file)")
+        .header(
+            "WWW-Authenticate",
+            Header::new(utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::schema::Type::String)),
+        )
+        .content(
+            "application/problem+json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build(),
+        )
+        .build();
+    for (path, item) in &mut document.paths.paths {
+        let open = auth::OPEN_ROUTES.contains(&path.as_str());
+        for operation in [&mut item.get, &mut item.post].into_iter().flatten() {
+            if open {
+                operation.security = Some(Vec::new());
+            } else {
+                operation.responses.responses.insert("401".to_owned(), unauthorized.clone().into());
+            }
+        }
+    }
 }
 
 /// The whole application: every route with every layer. A 5xx is an expected state here (not
@@ -105,6 +140,8 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
         .merge(bounded)
         .merge(Router::from(unbounded))
         .fallback(|| async { ApiError::RouteNotFound })
+        // Outside the limits: a request without credentials never takes a slot.
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), auth::require_bearer))
         .layer(middleware::map_response(problem_for_bare_errors))
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal.into_response()))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), record_metrics))

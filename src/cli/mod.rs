@@ -1,6 +1,7 @@
 //! The command line: offline commands over the same sources the server uses.
 
 mod check;
+mod health;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -38,6 +39,16 @@ pub enum Command {
         #[command(flatten)]
         sources: SourceArgs,
     },
+    /// Ask a running server whether it is alive (GET /healthz); exit 0 if it answers 200. For
+    /// container health checks, where there is no HTTP client to run.
+    Health {
+        /// The server's address; an unspecified one (0.0.0.0, [::]) means this host's loopback.
+        #[arg(long, value_name = "ADDR", env = "SKILLCAT_LISTEN", default_value_t = DEFAULT_LISTEN)]
+        listen: std::net::SocketAddr,
+        /// Seconds to wait for the answer.
+        #[arg(long, value_name = "SECS", default_value_t = 3)]
+        timeout: u64,
+    },
     /// Print the budgeted load of one skill as JSON.
     Load {
         #[command(flatten)]
@@ -60,6 +71,10 @@ pub struct ServeArgs {
     /// Seconds between fallback rescans (for missed file events); 0 disables them.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub rescan_interval: u64,
+    /// Bearer tokens, one per line: every route but /healthz and /readyz then requires
+    /// `Authorization: Bearer <token>`. The file is re-read when it changes.
+    #[arg(long, value_name = "FILE", env = "SKILLCAT_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
     /// How log lines are written (filter them with RUST_LOG).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SKILLCAT_LOG_FORMAT")]
     pub log_format: LogFormat,
@@ -71,8 +86,10 @@ const DEFAULT_LISTEN: std::net::SocketAddr =
 /// Runs the command line and returns the process's exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Serve(args) = cli.command {
-        return serve_main(args);
+    match cli.command {
+        Command::Serve(args) => return serve_main(args),
+        Command::Health { listen, timeout } => return health::main(listen, std::time::Duration::from_secs(timeout)),
+        _ => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -106,6 +123,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         (None, None) => DEFAULT_LISTEN,
     };
     let mut options = ServeOptions::new(listen, sources);
+    options.token_file = args.token_file;
     options.live.rescan_interval =
         (args.rescan_interval > 0).then(|| std::time::Duration::from_secs(args.rescan_interval));
     let server = Server::bind(options).await?;
@@ -119,7 +137,7 @@ fn fail(error: &anyhow::Error) -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve(_) => unreachable!("serve runs on its own runtime"),
+        Command::Serve(_) | Command::Health { .. } => unreachable!("runs without this runtime"),
         Command::Check { sources, json } => {
             let sources = build(&sources)?;
             let scan = sources.composite.scan_sources().await;

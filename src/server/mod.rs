@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::api::{self, Limits};
+use crate::auth::TokenStore;
 use crate::catalog::{LiveCatalog, LiveOptions};
 use crate::config::SourceConfig;
 use crate::observability::Metrics;
@@ -22,6 +24,8 @@ use crate::sources::Sources;
 pub struct App {
     pub catalog: LiveCatalog,
     pub metrics: Arc<Metrics>,
+    /// The bearer tokens, when requests must carry one.
+    pub tokens: Option<TokenStore>,
     /// Flips to true when shutdown starts: readiness fails and event streams end.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -33,6 +37,10 @@ pub struct ServeOptions {
     pub sources: Vec<SourceConfig>,
     pub live: LiveOptions,
     pub limits: Limits,
+    /// The bearer-token file; with it, every route but the probes needs a token.
+    pub token_file: Option<PathBuf>,
+    /// How often the token file is re-read even without a change event.
+    pub token_recheck: Duration,
     /// How long a client may take to send a request's headers.
     pub header_timeout: Duration,
     /// How long in-flight requests may take to finish once shutdown starts.
@@ -46,6 +54,8 @@ impl ServeOptions {
             sources,
             live: LiveOptions::default(),
             limits: Limits::default(),
+            token_file: None,
+            token_recheck: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(8),
         }
@@ -61,15 +71,19 @@ pub struct Server {
 }
 
 impl Server {
-    /// Builds the sources, starts the live catalog and binds the listener.
+    /// Reads the token file, builds the sources, starts the live catalog and binds the listener.
     pub async fn bind(options: ServeOptions) -> anyhow::Result<Self> {
+        let (shutdown, stopping) = watch::channel(false);
+        let tokens = match &options.token_file {
+            Some(path) => Some(TokenStore::watch_file(path.clone(), options.token_recheck, stopping.clone())?),
+            None => None,
+        };
         let sources = Sources::build(&options.sources, true).context("cannot set up the sources")?;
         let listener =
             TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let metrics = Arc::new(Metrics::default());
-        let (shutdown, stopping) = watch::channel(false);
         let catalog = LiveCatalog::start(sources, options.live.clone(), Arc::clone(&metrics), stopping.clone());
-        let app = Arc::new(App { catalog, metrics, shutdown: stopping });
+        let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping });
         Ok(Server { listener, app, options, shutdown })
     }
 

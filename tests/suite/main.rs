@@ -1,6 +1,7 @@
 //! The integration suite: one test binary for conformance, security and the command line.
 
 mod api;
+mod auth;
 mod cli;
 mod client;
 mod conformance;

@@ -33,10 +33,12 @@ def http_get(url, headers=None, timeout=10.0):
 
 
 class Server:
-    def __init__(self, binary, dirs):
+    def __init__(self, binary, dirs, token_file=None):
         self.dirs = [str(d) for d in dirs]
         command = [str(binary), "serve", "--no-builtin", "--listen", "127.0.0.1:0", "--rescan-interval", "0"]
         command += ["--log-format", "json"]
+        if token_file is not None:
+            command += ["--token-file", str(token_file)]
         for directory in self.dirs:
             command += ["--dir", directory]
         self.process = subprocess.Popen(
@@ -127,11 +129,12 @@ def skillcat_bin():
 
 @pytest.fixture
 def serve(skillcat_bin):
-    """serve(dir, ...) starts `skillcat serve` over those directory sources; stopped after the test."""
+    """serve(dir, ..., token_file=None) starts `skillcat serve` over those directory sources (and
+    that bearer-token file); stopped after the test."""
     servers = []
 
-    def start(*dirs):
-        server = Server(skillcat_bin, dirs)
+    def start(*dirs, token_file=None):
+        server = Server(skillcat_bin, dirs, token_file)
         servers.append(server)
         return server
 

@@ -414,6 +414,23 @@ def test_token_is_sent_and_never_shown(fake):
     assert repr(anonymous) == f"RemoteSkillDiscoverer({fake.url!r}, token=None, timeout=10.0)"
 
 
+def test_token_against_a_server_that_requires_one(serve, tmp_path):
+    write(tmp_path / "skills" / "alpha" / "SKILL.md", skill_md("alpha", "The first skill"))
+    tokens = tmp_path / "tokens"
+    tokens.write_text("agent-token\n")
+    server = serve(tmp_path / "skills", token_file=tokens)
+
+    remote = RemoteSkillDiscoverer(server.url, token="agent-token")
+    assert list(run(agent(remote).refresh_skills())) == ["alpha"]
+    skills = run(remote.discover())
+    assert run(remote.load(skills[0])) == skill_md("alpha", "The first skill")
+
+    for refused in (RemoteSkillDiscoverer(server.url), RemoteSkillDiscoverer(server.url, token="other")):
+        with pytest.raises(SkillcatError, match="401") as raised:
+            run(refused.discover())
+        assert raised.value.status == 401
+
+
 def test_error_answers(fake):
     duplicate = "Duplicate skill name 'x' at /p/SKILL.md"
     fake.problem("/skills", 503, "catalog-unavailable", duplicate, **{"Retry-After": "1"})

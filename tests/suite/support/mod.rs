@@ -1,6 +1,7 @@
 //! Fixture trees described as in `tests/conformance/FORMAT.md`, and skillcat's results on them in
 //! the shape of `expected.json`.
 
+pub mod process;
 pub mod server;
 pub mod tree;
 

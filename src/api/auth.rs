@@ -1,0 +1,99 @@
+//! Bearer-token authentication: with a token file, every route but the probes needs
+//! `Authorization: Bearer <token>`.
+
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use crate::auth::{TokenDigest, Tokens};
+use crate::server::App;
+
+/// Routes a probe reaches without credentials (a kubelet carries none).
+pub(super) const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
+
+/// The token a request was let in with (as its digest), for streams that must end when the token
+/// is revoked.
+#[derive(Debug, Clone, Copy)]
+pub struct Authenticated(pub TokenDigest);
+
+pub(super) async fn require_bearer(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    let Some(store) = &app.tokens else {
+        return next.run(request).await;
+    };
+    let route = request.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
+    if route.is_some_and(|route| OPEN_ROUTES.contains(&route)) {
+        return next.run(request).await;
+    }
+    match authenticate(request.headers(), &store.current()) {
+        Ok(digest) => {
+            request.extensions_mut().insert(Authenticated(digest));
+            next.run(request).await
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Checks the one `Authorization` header: scheme `Bearer` (any case), then the token.
+fn authenticate(headers: &HeaderMap, tokens: &Tokens) -> Result<TokenDigest, ApiError> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = match (values.next(), values.next()) {
+        (None, _) => return Err(ApiError::MissingToken),
+        (Some(value), None) => value.as_bytes(),
+        // Two credentials: which one is meant is anybody's guess.
+        (Some(_), Some(_)) => return Err(ApiError::InvalidToken),
+    };
+    let Some(space) = value.iter().position(|&byte| byte == b' ') else {
+        return Err(if value.eq_ignore_ascii_case(b"bearer") {
+            ApiError::InvalidToken
+        } else {
+            ApiError::MissingToken
+        });
+    };
+    let (scheme, token) = value.split_at(space);
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return Err(ApiError::MissingToken);
+    }
+    tokens.check(token.trim_ascii()).ok_or(ApiError::InvalidToken)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn check(values: &[&[u8]]) -> Result<(), &'static str> {
+        let tokens = Tokens::parse("t0ken\nother.token==\n", std::path::Path::new("tokens")).unwrap();
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(header::AUTHORIZATION, HeaderValue::from_bytes(value).unwrap());
+        }
+        authenticate(&headers, &tokens).map(|_| ()).map_err(|error| match error {
+            ApiError::MissingToken => "missing",
+            ApiError::InvalidToken => "invalid",
+            _ => "other",
+        })
+    }
+
+    #[test]
+    fn credentials_are_checked_strictly() {
+        assert_eq!(check(&[b"Bearer t0ken"]), Ok(()));
+        assert_eq!(check(&[b"bearer t0ken"]), Ok(()));
+        assert_eq!(check(&[b"BEARER   other.token=="]), Ok(()));
+        assert_eq!(check(&[]), Err("missing"));
+        assert_eq!(check(&[b"Basic dDBrZW46"]), Err("missing"));
+        assert_eq!(check(&[b"t0ken"]), Err("missing"));
+        assert_eq!(check(&[b"Bearer"]), Err("invalid"));
+        assert_eq!(check(&[b"Bearer "]), Err("invalid"));
+        assert_eq!(check(&[b"Bearer t0ke"]), Err("invalid"));
+        assert_eq!(check(&[b"Bearer t0ken2"]), Err("invalid"));
+        assert_eq!(check(&[b"Bearer T0KEN"]), Err("invalid"));
+        assert_eq!(check(&[b"Bearer t0ken t0ken"]), Err("invalid"));
+        assert_eq!(check(&[b"Bearer t0ken", b"Bearer t0ken"]), Err("invalid"));
+        assert_eq!(check(&[b"Bearer \xfft0ken"]), Err("invalid"));
+    }
+}

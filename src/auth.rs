@@ -1,0 +1,299 @@
+//! Bearer tokens: the token file, its reloads, and the constant-time check of a presented token.
+//!
+//! Tokens are kept only as SHA-256 digests, so a check compares fixed-size values whatever the
+//! token's length, every stored digest is compared (no early exit), and the tokens themselves
+//! appear in no error, log line or `Debug` output.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+use sha2::{Digest, Sha256};
+use tokio::sync::{Notify, watch};
+
+/// The largest token file read: far more than any real list of tokens.
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// How long to wait after a change to the file for the rest of its burst (an editor's save).
+const SETTLE: Duration = Duration::from_millis(50);
+
+/// Why the token file could not be used. Messages name the file and the line, never a token.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenFileError {
+    #[error("cannot read the token file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("the token file {path} is larger than {MAX_FILE_BYTES} bytes")]
+    TooLarge { path: PathBuf },
+    #[error("the token file {path} is not valid UTF-8")]
+    NotUtf8 { path: PathBuf },
+    #[error(
+        "line {line} of the token file {path} is not a bearer token (RFC 6750: letters, digits and -._~+/, then optional =)"
+    )]
+    InvalidToken { path: PathBuf, line: usize },
+    #[error("the token file {path} holds no token")]
+    Empty { path: PathBuf },
+}
+
+/// The digest a token is kept and compared as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct TokenDigest([u8; 32]);
+
+impl TokenDigest {
+    fn of(token: &[u8]) -> Self {
+        TokenDigest(Sha256::digest(token).into())
+    }
+
+    /// Equality that takes the same time whatever the values.
+    fn equals(&self, other: &TokenDigest) -> bool {
+        let difference = self.0.iter().zip(other.0.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        std::hint::black_box(difference) == 0
+    }
+}
+
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenDigest(..)")
+    }
+}
+
+/// The accepted tokens, as digests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tokens {
+    digests: Vec<TokenDigest>,
+}
+
+impl Tokens {
+    /// Parses a token file: one token per line; surrounding whitespace, blank lines and lines
+    /// starting with `#` are ignored. A token must be an RFC 6750 `b64token`, which is what an
+    /// `Authorization: Bearer` header can carry.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, TokenFileError> {
+        let mut digests = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            let token = line.trim();
+            if token.is_empty() || token.starts_with('#') {
+                continue;
+            }
+            if !is_b64token(token) {
+                return Err(TokenFileError::InvalidToken { path: path.to_path_buf(), line: index + 1 });
+            }
+            let digest = TokenDigest::of(token.as_bytes());
+            if !digests.contains(&digest) {
+                digests.push(digest);
+            }
+        }
+        Ok(Tokens { digests })
+    }
+
+    /// Reads and parses the token file.
+    pub fn read(path: &Path) -> Result<Self, TokenFileError> {
+        use std::io::Read as _;
+        let read_error = |source| TokenFileError::Read { path: path.to_path_buf(), source };
+        let file = std::fs::File::open(path).map_err(read_error)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(read_error)?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(TokenFileError::TooLarge { path: path.to_path_buf() });
+        }
+        let text = String::from_utf8(bytes).map_err(|_| TokenFileError::NotUtf8 { path: path.to_path_buf() })?;
+        Tokens::parse(&text, path)
+    }
+
+    pub fn len(&self) -> usize {
+        self.digests.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.digests.is_empty()
+    }
+
+    /// The digest of `presented` if it is one of the tokens. Every stored digest is compared.
+    pub fn check(&self, presented: &[u8]) -> Option<TokenDigest> {
+        let digest = TokenDigest::of(presented);
+        let found = self.digests.iter().fold(false, |found, stored| found | stored.equals(&digest));
+        found.then_some(digest)
+    }
+
+    /// Whether a token accepted earlier (by its digest) is still accepted.
+    pub fn contains(&self, digest: &TokenDigest) -> bool {
+        self.digests.iter().fold(false, |found, stored| found | stored.equals(digest))
+    }
+}
+
+/// RFC 6750 `b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
+fn is_b64token(token: &str) -> bool {
+    let body = token.trim_end_matches('=');
+    !body.is_empty()
+        && body
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~' | b'+' | b'/'))
+}
+
+/// The current tokens of a token file, re-read when the file changes.
+///
+/// A change is noticed by watching the folder that holds the file (a Kubernetes Secret volume
+/// replaces the file by flipping a symlink in that folder; an editor may replace the file), and
+/// by a periodic re-read in case an event is missed. A file that reads and parses replaces the
+/// tokens, even with none (then every request is refused); a file that cannot be read or parsed
+/// (removed for a moment, half written) keeps the last tokens and is logged.
+#[derive(Clone)]
+pub struct TokenStore {
+    tokens: watch::Receiver<Arc<Tokens>>,
+}
+
+impl TokenStore {
+    /// A store that never changes (tests, or tokens not taken from a file).
+    pub fn fixed(tokens: Tokens) -> Self {
+        let (sender, tokens) = watch::channel(Arc::new(tokens));
+        // The receiver keeps the last value after the sender is gone.
+        drop(sender);
+        TokenStore { tokens }
+    }
+
+    /// Reads the token file (it must hold at least one token) and keeps re-reading it on changes
+    /// and every `recheck` until `shutdown` flips to true.
+    pub fn watch_file(
+        path: PathBuf,
+        recheck: Duration,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<TokenStore, TokenFileError> {
+        let tokens = Tokens::read(&path)?;
+        if tokens.is_empty() {
+            return Err(TokenFileError::Empty { path });
+        }
+        tracing::info!(path = %path.display(), tokens = tokens.len(), "bearer tokens required");
+        let (sender, receiver) = watch::channel(Arc::new(tokens));
+        tokio::spawn(reload(path, recheck, sender, shutdown));
+        Ok(TokenStore { tokens: receiver })
+    }
+
+    /// The tokens accepted now.
+    pub fn current(&self) -> Arc<Tokens> {
+        Arc::clone(&self.tokens.borrow())
+    }
+
+    /// Every change of the tokens, starting with the current ones.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Tokens>> {
+        self.tokens.clone()
+    }
+}
+
+impl std::fmt::Debug for TokenStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenStore").field("tokens", &self.tokens.borrow().len()).finish()
+    }
+}
+
+async fn reload(
+    path: PathBuf,
+    recheck: Duration,
+    sender: watch::Sender<Arc<Tokens>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let changed = Arc::new(Notify::new());
+    // Kept alive for as long as the reloads run.
+    let _watcher = watch_folder(&path, Arc::clone(&changed));
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + recheck, recheck);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = changed.notified() => tokio::time::sleep(SETTLE).await,
+            _ = ticker.tick() => {}
+            () = crate::catalog::stopped(&mut shutdown) => return,
+        }
+        let read_path = path.clone();
+        let read = tokio::task::spawn_blocking(move || Tokens::read(&read_path)).await;
+        match read {
+            Ok(Ok(tokens)) => {
+                sender.send_if_modified(|current| {
+                    if **current == tokens {
+                        return false;
+                    }
+                    if tokens.is_empty() {
+                        tracing::warn!(path = %path.display(), "the token file holds no token; every request is refused");
+                    } else {
+                        tracing::info!(path = %path.display(), tokens = tokens.len(), "bearer tokens reloaded");
+                    }
+                    *current = Arc::new(tokens);
+                    true
+                });
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "keeping the previous bearer tokens"),
+            // The runtime is shutting down.
+            Err(_) => return,
+        }
+    }
+}
+
+/// Watches the folder holding the token file; `None` (logged) if it cannot, leaving the
+/// periodic re-reads.
+fn watch_folder(path: &Path, changed: Arc<Notify>) -> Option<RecommendedWatcher> {
+    let folder = path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let handler = move |event: notify::Result<notify::Event>| match event {
+        Ok(event) if event.kind.is_access() => {}
+        _ => changed.notify_one(),
+    };
+    let watched = RecommendedWatcher::new(handler, notify::Config::default())
+        .and_then(|mut watcher| watcher.watch(folder, RecursiveMode::NonRecursive).map(|()| watcher));
+    match watched {
+        Ok(watcher) => Some(watcher),
+        Err(error) => {
+            tracing::warn!(folder = %folder.display(), %error, "cannot watch the token file's folder; re-reading it periodically");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Tokens, TokenFileError> {
+        Tokens::parse(text, Path::new("/run/tokens"))
+    }
+
+    #[test]
+    fn one_token_per_line_with_blanks_and_comments() {
+        let tokens = parse("# deploy tokens\n\n  alpha-1  \r\nbeta.2~+/==\nalpha-1\n").unwrap();
+        assert_eq!(tokens.len(), 2);
+        assert!(tokens.check(b"alpha-1").is_some());
+        assert!(tokens.check(b"beta.2~+/==").is_some());
+        assert!(tokens.check(b"alpha-").is_none());
+        assert!(tokens.check(b"alpha-1 ").is_none());
+        assert!(tokens.check(b"").is_none());
+    }
+
+    #[test]
+    fn a_line_that_cannot_be_a_bearer_token_is_an_error_naming_the_line_not_the_token() {
+        for (text, line) in [("ok\nsecret value\n", 2), ("=abc\n", 1), ("a=b\n", 1), ("ok\n\nclé\n", 3)] {
+            let error = parse(text).unwrap_err();
+            assert!(matches!(error, TokenFileError::InvalidToken { line: l, .. } if l == line), "{text:?}");
+            let message = error.to_string();
+            assert!(!message.contains("secret") && !message.contains("clé") && !message.contains("abc"), "{message}");
+        }
+    }
+
+    #[test]
+    fn a_file_of_comments_holds_no_token() {
+        assert!(parse("# none yet\n\n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn accepted_digests_stay_valid_only_while_listed() {
+        let before = parse("old\nnew\n").unwrap();
+        let after = parse("new\n").unwrap();
+        let old = before.check(b"old").unwrap();
+        let new = before.check(b"new").unwrap();
+        assert!(!after.contains(&old));
+        assert!(after.contains(&new));
+    }
+
+    #[test]
+    fn debug_output_shows_no_token_material() {
+        let tokens = parse("s3cr3t\n").unwrap();
+        let shown = format!("{tokens:?} {:?}", TokenStore::fixed(tokens.clone()));
+        assert!(!shown.contains("s3cr3t"));
+        let digest = Sha256::digest(b"s3cr3t");
+        assert!(!shown.contains(&format!("{digest:x}")[..8]), "{shown}");
+    }
+}

@@ -1,0 +1,337 @@
+//! Bearer-token authentication against a real server: every route but the probes refuses a
+//! request without a valid token (the event stream and the metrics included), tokens rotate by
+//! editing the file (also the way Kubernetes updates a Secret volume), revoked tokens end open
+//! event streams, bad token files stop the server from starting, and no token ever reaches a log.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::Value;
+use skillcat::config::SourceConfig;
+use skillcat_client::{BearerToken, ClientError, RemoteSkillDiscoverer};
+use skillcat_core::{SkillDiscoverer, SkillError};
+
+use crate::support::process::ServeProcess;
+use crate::support::server::TestApp;
+
+const SKILL: &str = "---\nname: alpha\ndescription: The first skill\n---\n# Alpha\n";
+
+fn skills() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("alpha")).expect("mkdir");
+    std::fs::write(dir.path().join("alpha/SKILL.md"), SKILL).expect("write");
+    dir
+}
+
+/// A folder holding `tokens` with the given text.
+fn token_file(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tokens");
+    std::fs::write(&path, text).expect("write the token file");
+    (dir, path)
+}
+
+/// Replaces the file's content atomically, as a deployment tool would.
+fn replace(path: &Path, text: &str) {
+    let next = path.with_extension("next");
+    std::fs::write(&next, text).expect("write");
+    std::fs::rename(&next, path).expect("rename");
+}
+
+async fn serve(skills: &Path, tokens: &Path) -> TestApp {
+    let tokens = tokens.to_path_buf();
+    TestApp::spawn_with(vec![SourceConfig::directory(skills)], move |options| options.token_file = Some(tokens)).await
+}
+
+async fn send(app: &TestApp, method: Method, path: &str, authorization: Option<&str>) -> reqwest::Response {
+    let mut request = app.client.request(method, app.url(path));
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    request.send().await.expect("request")
+}
+
+async fn status(app: &TestApp, path: &str, token: &str) -> u16 {
+    send(app, Method::GET, path, Some(&format!("Bearer {token}"))).await.status().as_u16()
+}
+
+/// Asserts a 401 problem with the Bearer challenge.
+async fn assert_unauthorized(response: reqwest::Response, invalid_token: bool, what: &str) {
+    assert_eq!(response.status(), 401, "{what}");
+    let challenge = response.headers()["www-authenticate"].to_str().expect("ASCII").to_owned();
+    assert!(challenge.starts_with("Bearer "), "{what}: {challenge}");
+    assert_eq!(challenge.contains("error=\"invalid_token\""), invalid_token, "{what}: {challenge}");
+    assert_eq!(response.headers()["content-type"], "application/problem+json", "{what}");
+    let problem: Value = response.json().await.expect("problem JSON");
+    assert_eq!(problem["type"], "urn:skillcat:problem:unauthorized", "{what}");
+    assert_eq!(problem["status"], 401, "{what}");
+}
+
+/// Every operation of the OpenAPI document, as (method, concrete path).
+fn operations() -> Vec<(Method, String, bool)> {
+    let document: Value = serde_json::from_str(&skillcat::api::openapi_document()).expect("the document");
+    let mut operations = Vec::new();
+    for (template, item) in document["paths"].as_object().expect("paths") {
+        let path = template.replace("{name}", "alpha");
+        for (method, operation) in item.as_object().expect("path item") {
+            let open = operation.get("security").is_some_and(|security| security == &Value::Array(Vec::new()));
+            operations.push((method.to_uppercase().parse().expect("method"), path.clone(), open));
+        }
+    }
+    operations
+}
+
+#[tokio::test]
+async fn every_route_but_the_probes_requires_a_valid_bearer_token() {
+    let dir = skills();
+    let (_tokens, path) = token_file("# tokens\nfirst-token\nsecond.token~+/==\n");
+    let app = serve(dir.path(), &path).await;
+    let operations = operations();
+    assert_eq!(operations.len(), 10, "{operations:?}");
+    let open: Vec<&str> = operations.iter().filter(|(_, _, open)| *open).map(|(_, path, _)| path.as_str()).collect();
+    assert_eq!(open, ["/healthz", "/readyz"]);
+
+    for (method, path, open) in &operations {
+        let what = format!("{method} {path}");
+        if *open {
+            for authorization in [None, Some("Bearer wrong"), Some("Basic Zm9vOmJhcg==")] {
+                let response = send(&app, method.clone(), path, authorization).await;
+                assert_eq!(response.status(), 200, "{what} with {authorization:?}");
+            }
+            continue;
+        }
+        assert_unauthorized(send(&app, method.clone(), path, None).await, false, &what).await;
+        assert_unauthorized(send(&app, method.clone(), path, Some("Basic Zm9vOmJhcg==")).await, false, &what).await;
+        for wrong in ["Bearer wrong", "Bearer first-toke", "Bearer first-token2", "Bearer FIRST-TOKEN", "Bearer"] {
+            assert_unauthorized(send(&app, method.clone(), path, Some(wrong)).await, true, &what).await;
+        }
+        for token in ["first-token", "second.token~+/=="] {
+            for scheme in ["Bearer", "bearer"] {
+                let response = send(&app, method.clone(), path, Some(&format!("{scheme} {token}"))).await;
+                assert_eq!(response.status(), 200, "{what} with a valid token");
+            }
+        }
+    }
+
+    // Routes that do not exist are not revealed without a token, and the 405 of a real route too.
+    assert_unauthorized(send(&app, Method::GET, "/nowhere", None).await, false, "GET /nowhere").await;
+    assert_eq!(send(&app, Method::GET, "/nowhere", Some("Bearer first-token")).await.status(), 404);
+    assert_unauthorized(send(&app, Method::DELETE, "/skills", None).await, false, "DELETE /skills").await;
+    assert_eq!(send(&app, Method::DELETE, "/skills", Some("Bearer first-token")).await.status(), 405);
+    assert_eq!(send(&app, Method::POST, "/healthz", None).await.status(), 405);
+
+    // Two Authorization headers are refused even if one is valid.
+    let response = app
+        .get("/skills")
+        .header("authorization", "Bearer first-token")
+        .header("authorization", "Bearer wrong")
+        .send()
+        .await
+        .expect("request");
+    assert_unauthorized(response, true, "two credentials").await;
+
+    // Refusals are counted like every other answer.
+    let metrics = send(&app, Method::GET, "/metrics", Some("Bearer first-token")).await.text().await.expect("text");
+    assert!(metrics.contains(r#"route="/skills",status="401""#), "{metrics}");
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_event_stream_requires_a_token_and_ends_when_it_is_revoked() {
+    let dir = skills();
+    let (_tokens, path) = token_file("keep\nrevoke-me\n");
+    let app = serve(dir.path(), &path).await;
+    assert_unauthorized(send(&app, Method::GET, "/events", None).await, false, "GET /events").await;
+    assert_unauthorized(send(&app, Method::GET, "/events", Some("Bearer nope")).await, true, "GET /events").await;
+
+    let mut revoked = send(&app, Method::GET, "/events", Some("Bearer revoke-me")).await;
+    let mut kept = send(&app, Method::GET, "/events", Some("Bearer keep")).await;
+    for stream in [&mut revoked, &mut kept] {
+        assert_eq!(stream.status(), 200);
+        let first = tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await.expect("an event").expect("ok");
+        assert!(first.is_some_and(|chunk| chunk.starts_with(b"event: catalog")));
+    }
+    replace(&path, "keep\n");
+    // The revoked stream ends (the body completes); the other one stays open.
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while revoked.chunk().await.expect("a clean end").is_some() {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream of a revoked token stays open");
+    let still_open = tokio::time::timeout(Duration::from_millis(300), kept.chunk()).await;
+    assert!(still_open.is_err(), "the stream of a kept token ended: {still_open:?}");
+    app.shutdown().await.unwrap();
+}
+
+/// Polls until `GET path` with `token` answers `expected` (at most 5 s); returns how long it took.
+async fn eventually_status(app: &TestApp, token: &str, expected: u16) -> Duration {
+    let started = Instant::now();
+    loop {
+        if status(app, "/skills", token).await == expected {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "token {token} never got {expected}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn tokens_rotate_when_the_file_changes() {
+    let dir = skills();
+    let (_tokens, path) = token_file("old\n");
+    let app = serve(dir.path(), &path).await;
+    assert_eq!(status(&app, "/skills", "old").await, 200);
+    assert_eq!(status(&app, "/skills", "new").await, 401);
+
+    // Overlap: both valid while clients move over.
+    replace(&path, "old\nnew\n");
+    eventually_status(&app, "new", 200).await;
+    assert_eq!(status(&app, "/skills", "old").await, 200);
+    // Then the old one goes.
+    replace(&path, "new\n");
+    eventually_status(&app, "old", 401).await;
+    assert_eq!(status(&app, "/skills", "new").await, 200);
+
+    // Written in place rather than replaced.
+    std::fs::write(&path, "newer\n").expect("write");
+    eventually_status(&app, "newer", 200).await;
+    assert_eq!(status(&app, "/skills", "new").await, 401);
+
+    // A file that cannot be used (gone for a moment, a line that is no token) keeps the last
+    // tokens; one that reads but lists none refuses everything.
+    std::fs::remove_file(&path).expect("remove");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(status(&app, "/skills", "newer").await, 200);
+    replace(&path, "newer\nnot a token\n");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(status(&app, "/skills", "newer").await, 200);
+    replace(&path, "# all revoked\n");
+    eventually_status(&app, "newer", 401).await;
+    assert_eq!(send(&app, Method::GET, "/healthz", None).await.status(), 200);
+    replace(&path, "back\n");
+    eventually_status(&app, "back", 200).await;
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_kubernetes_secret_volume_update_rotates_the_tokens() {
+    // The kubelet's layout: `tokens -> ..data/tokens`, `..data -> ..<timestamp>`; an update
+    // writes a new timestamped folder and renames a new `..data` link over the old one.
+    let dir = skills();
+    let volume = tempfile::tempdir().expect("tempdir");
+    let root = volume.path();
+    let publish = |generation: &str, text: &str| {
+        let folder = root.join(format!("..2026_11_30_{generation}"));
+        std::fs::create_dir(&folder).expect("mkdir");
+        std::fs::write(folder.join("tokens"), text).expect("write");
+        let link = root.join("..data_tmp");
+        std::os::unix::fs::symlink(folder.file_name().unwrap(), &link).expect("symlink");
+        std::fs::rename(&link, root.join("..data")).expect("flip");
+    };
+    publish("01", "first\n");
+    std::os::unix::fs::symlink("..data/tokens", root.join("tokens")).expect("symlink");
+    let app = serve(dir.path(), &root.join("tokens")).await;
+    assert_eq!(status(&app, "/skills", "first").await, 200);
+    publish("02", "second\n");
+    eventually_status(&app, "second", 200).await;
+    assert_eq!(status(&app, "/skills", "first").await, 401);
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_client_authenticates_with_its_token() {
+    let dir = skills();
+    let (_tokens, path) = token_file("client-token\n");
+    let app = serve(dir.path(), &path).await;
+    let with = |token: &str| {
+        RemoteSkillDiscoverer::builder(app.url(""))
+            .bearer_token(BearerToken::new(token).unwrap())
+            .watch(true)
+            .build()
+            .unwrap()
+    };
+    let remote = with("client-token");
+    let skills = remote.discover().await.unwrap();
+    assert_eq!(skills.len(), 1);
+    assert_eq!(remote.load(&skills[0]).await.unwrap(), SKILL);
+
+    for remote in [with("wrong-token"), RemoteSkillDiscoverer::new(app.url("")).unwrap()] {
+        let error = remote.discover().await.unwrap_err();
+        let SkillError::Source(source) = &error else { panic!("{error:?}") };
+        let client = source.downcast_ref::<ClientError>().expect("a client error");
+        assert!(matches!(client, ClientError::Unauthorized(problem) if problem.status == 401), "{client:?}");
+    }
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_token_file_that_cannot_be_used_stops_the_server_from_starting() {
+    let dir = skills();
+    let missing = dir.path().join("no-such-file");
+    let (_empty, empty) = token_file("# nothing yet\n\n");
+    let (_bad, bad) = token_file("good-token\nsecret with spaces\n");
+    let (_binary, binary) = token_file("");
+    std::fs::write(&binary, b"tok\xffen\n").unwrap();
+    for (path, expected) in [
+        (&missing, "cannot read the token file"),
+        (&empty, "holds no token"),
+        (&bad, "line 2 of the token file"),
+        (&binary, "not valid UTF-8"),
+        (&dir.path().to_path_buf(), "cannot read the token file"),
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_skillcat"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--no-builtin", "--token-file"])
+            .arg(path)
+            .env_remove("SKILLCAT_TOKEN_FILE")
+            .output()
+            .expect("run skillcat");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{}: {stderr}", path.display());
+        assert!(stderr.contains(expected), "{}: {stderr}", path.display());
+        assert!(!stderr.contains("secret") && !stderr.contains("good-token"), "{stderr}");
+    }
+}
+
+#[tokio::test]
+async fn tokens_never_reach_the_log_even_at_trace_level() {
+    const VALID: &str = "Valid-Secret-7f3a9c";
+    const ROTATED: &str = "Rotated-Secret-51d2e8";
+    const WRONG: &str = "Wrong-Secret-c0ffee";
+    let dir = skills();
+    let (_tokens, path) = token_file(&format!("{VALID}\n"));
+    let skills_dir = dir.path().to_str().unwrap();
+    let token_path = path.to_str().unwrap();
+    let server = ServeProcess::start(
+        &["serve", "--listen", "127.0.0.1:0", "--no-builtin", "--dir", skills_dir],
+        &[("SKILLCAT_TOKEN_FILE", token_path)],
+        "trace",
+    );
+    server.ready().await;
+    let client = reqwest::Client::new();
+    for token in [VALID, WRONG] {
+        for path in ["/skills", "/skills/alpha/content", "/manifest", "/metrics", "/nowhere", "/healthz"] {
+            let response = client.get(server.url(path)).bearer_auth(token).send().await.expect("request").bytes().await;
+            assert!(response.is_ok());
+        }
+        let load = client.post(server.url("/skills/alpha/load")).bearer_auth(token).json(&serde_json::json!({}));
+        assert!(load.send().await.is_ok());
+        let mut events = client.get(server.url("/events")).bearer_auth(token).send().await.expect("events");
+        let _ = tokio::time::timeout(Duration::from_millis(200), events.chunk()).await;
+    }
+    replace(&path, &format!("{ROTATED}\n"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while client.get(server.url("/skills")).bearer_auth(ROTATED).send().await.expect("request").status() != 200 {
+        assert!(Instant::now() < deadline, "the rotated token was never accepted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, log) = server.terminate();
+    assert!(status.success(), "{status}");
+    // The log is the real thing (trace level, requests seen), and holds none of the tokens.
+    assert!(log.contains("\"level\":\"TRACE\"") && log.contains("/skills/{name}/content"), "{log}");
+    assert!(log.contains("bearer tokens reloaded"), "{log}");
+    for secret in [VALID, ROTATED, WRONG] {
+        assert!(!log.contains(secret), "the log shows {secret}");
+        assert!(!log.to_lowercase().contains(&secret.to_lowercase()), "the log shows {secret}");
+    }
+}
