@@ -5,6 +5,7 @@ mod auth;
 mod cli;
 mod client;
 mod conformance;
+mod image;
 mod live;
 mod openapi;
 mod reference;
