@@ -200,8 +200,9 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 }
 
 /// The watches on the roots. Each root is watched recursively at the directory it resolves to
-/// now, and the directory holding a root that is (or passes through) a symlink, or that does not
-/// exist yet, is watched too, so a flip of the link (git-sync) or the root's creation is seen.
+/// now, and the directory holding a root that is a symlink or does not exist yet, and the one
+/// holding each symlink the root passes through, are watched too, so a flip of a link (git-sync)
+/// or the root's creation is seen.
 /// A refresh moves the watches when a root resolves elsewhere or was replaced by another directory.
 struct RootWatcher {
     watcher: RecommendedWatcher,
@@ -238,9 +239,12 @@ impl RootWatcher {
         for root in &self.roots {
             let resolved = std::fs::canonicalize(root).ok();
             if resolved.as_deref() != Some(root.as_path()) {
-                // A symlinked (or missing) root: watch the directory holding the link as well.
-                if let Some(parent) = root.parent() {
-                    parents.push(WatchedDir::new(parent.to_path_buf(), RecursiveMode::NonRecursive));
+                // A symlinked (or missing) root: watch the directory holding the link as well,
+                // and the one holding each symlinked ancestor (`/git/current/skills` flips with
+                // `/git/current`).
+                let links = root.ancestors().skip(1).filter(|ancestor| ancestor.is_symlink());
+                for holder in std::iter::once(root.as_path()).chain(links).filter_map(Path::parent) {
+                    parents.push(WatchedDir::new(holder.to_path_buf(), RecursiveMode::NonRecursive));
                 }
             }
             if let Some(resolved) = resolved {

@@ -219,6 +219,25 @@ async fn follows_a_symlinked_root_flipped_like_git_sync() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_a_root_beneath_a_flipped_symlink() {
+    // `--dir /git/current/skills`: the skills in a subfolder of a git-sync'd repository.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let current = dir.path().join("current");
+    write_skill(&dir.path().join("rev-1/skills/alpha"), &skill_md(None, "Revision one.", "one"));
+    std::os::unix::fs::symlink("rev-1", &current).expect("link current -> rev-1");
+    let root = current.join("skills");
+    let app = sources(&root, LiveOptions { rescan_interval: None, watch: true }).await;
+    let catalog = app.wait_for_catalog(|_| true).await;
+    assert_eq!(names(&catalog), ["alpha"]);
+    wait_until_idle(&app).await;
+    write_skill(&dir.path().join("rev-2/skills/beta"), &skill_md(None, "Revision two.", "two"));
+    flip(&current, "rev-2");
+    let catalog = app.wait_for_catalog(|catalog| names(catalog) == ["beta"]).await;
+    assert_eq!(field(&catalog, "beta", "location"), location(&root.join("beta")));
+    app.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_a_root_directory_replaced_by_renames() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("skills");
