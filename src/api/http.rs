@@ -80,9 +80,8 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 
 /// A prepared body, honouring `If-None-Match` (304) and `Accept-Encoding`.
 pub fn prepared(headers: &HeaderMap, body: &Body, content_type: &'static str) -> Response {
-    let etag = HeaderValue::from_str(body.etag.as_str()).expect("tags are visible ASCII");
     let common = [
-        (header::ETAG, etag),
+        (header::ETAG, body.etag_header.clone()),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         (header::VARY, HeaderValue::from_static("accept-encoding")),
     ];
@@ -90,7 +89,7 @@ pub fn prepared(headers: &HeaderMap, body: &Body, content_type: &'static str) ->
         return (StatusCode::NOT_MODIFIED, common).into_response();
     }
     let content_type = [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))];
-    match &body.gzip {
+    match body.gzip() {
         Some(gzip) if accepts_gzip(headers) => {
             let encoding = [(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))];
             (common, content_type, encoding, gzip.clone()).into_response()

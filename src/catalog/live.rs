@@ -138,9 +138,19 @@ impl LiveCatalog {
                     .collect()
                     .await;
                 let labels: Vec<String> = sources.info.iter().map(|info| info.label.clone()).collect();
-                let catalog = tokio::task::spawn_blocking(move || Catalog::build(&discovery, &labels, &versions)).await;
+                // The first catalog is compressed before it is published (nothing is served yet);
+                // later ones after, so that compressing never delays a change.
+                let first = self.inner.snapshots.borrow().version == 0;
+                let catalog = tokio::task::spawn_blocking(move || {
+                    let catalog = Catalog::build(&discovery, &labels, &versions);
+                    if first {
+                        catalog.compress();
+                    }
+                    catalog
+                })
+                .await;
                 match catalog {
-                    Ok(catalog) => CatalogState::Ready(catalog),
+                    Ok(catalog) => CatalogState::Ready(Box::new(catalog)),
                     Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
                     // The runtime is shutting down.
                     Err(_) => return,
@@ -156,6 +166,7 @@ impl LiveCatalog {
         if let CatalogState::Ready(catalog) = &state {
             metrics.set_catalog_size(catalog.skills.len());
         }
+        let mut published = None;
         self.inner.snapshots.send_if_modified(|current| {
             if current.same_as(&state) {
                 return false;
@@ -163,8 +174,18 @@ impl LiveCatalog {
             let version = current.version + 1;
             tracing::info!(version, "published a new catalog version");
             *current = Arc::new(Snapshot { version, state });
+            published = Some(Arc::clone(current));
             true
         });
+        if let Some(snapshot) = published
+            && let CatalogState::Ready(_) = snapshot.state
+        {
+            tokio::task::spawn_blocking(move || {
+                if let CatalogState::Ready(catalog) = &snapshot.state {
+                    catalog.compress();
+                }
+            });
+        }
     }
 
     fn watch(&self) -> Option<RootWatcher> {

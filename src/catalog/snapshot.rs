@@ -2,8 +2,10 @@
 //! compressed once, so a request does no discovery, serialization or hashing.
 
 use std::io::Write as _;
+use std::sync::OnceLock;
 
 use axum::body::Bytes;
+use axum::http::HeaderValue;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use skillcat_core::{CompositeDiscovery, ContentVersion, Skill, SkillName, render_skill_manifest};
@@ -34,18 +36,31 @@ impl ETag {
     }
 }
 
-/// A response body with its tag, and its gzip form when that is worth sending.
+/// A response body with its tag, and its gzip form once compressed.
 #[derive(Debug, Clone)]
 pub struct Body {
     pub bytes: Bytes,
-    pub gzip: Option<Bytes>,
     pub etag: ETag,
+    /// The tag as a header value, made once rather than per response.
+    pub etag_header: HeaderValue,
+    /// Filled by [`Catalog::compress`]: `Some` when the body is large enough and gzip makes it
+    /// smaller. Until then the body is sent as is (a client may always get the identity).
+    gzip: OnceLock<Option<Bytes>>,
 }
 
 impl Body {
     fn new(bytes: Vec<u8>, etag: ETag) -> Self {
-        let gzip = (bytes.len() >= COMPRESS_FROM).then(|| gzip(&bytes)).flatten();
-        Body { bytes: Bytes::from(bytes), gzip, etag }
+        let etag_header = HeaderValue::from_str(etag.as_str()).expect("tags are visible ASCII");
+        Body { bytes: Bytes::from(bytes), etag, etag_header, gzip: OnceLock::new() }
+    }
+
+    /// The gzip form, if there is one (yet).
+    pub fn gzip(&self) -> Option<&Bytes> {
+        self.gzip.get().and_then(Option::as_ref)
+    }
+
+    fn compress(&self) {
+        self.gzip.get_or_init(|| if self.bytes.len() >= COMPRESS_FROM { gzip(&self.bytes) } else { None });
     }
 }
 
@@ -113,11 +128,34 @@ pub struct CatalogBody<'a> {
     pub diagnostics: &'a [DiagnosticEntry],
 }
 
+/// The body of `GET /skills` without its `etag` field: what the tag is the hash of.
 #[derive(Serialize)]
 struct Untagged<'a> {
-    skills: &'a [SkillEntry],
+    skills: Entries<'a>,
     shadowed: &'a [ShadowedEntry],
     diagnostics: &'a [DiagnosticEntry],
+}
+
+/// The entries of the catalog's skills, serialized in place.
+struct Entries<'a>(&'a [CatalogSkill]);
+
+impl Serialize for Entries<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|skill| &skill.entry))
+    }
+}
+
+/// The body of `GET /skills` (a [`CatalogBody`]): the untagged body with the tag as its first
+/// field, spliced rather than serialized again.
+fn tagged(untagged: &[u8], etag: &ETag) -> Vec<u8> {
+    let rest = untagged.strip_prefix(b"{").expect("an object");
+    let tag = serde_json::to_string(etag).expect("tags serialize");
+    let mut body = Vec::with_capacity(untagged.len() + tag.len() + 9);
+    body.extend_from_slice(b"{\"etag\":");
+    body.extend_from_slice(tag.as_bytes());
+    body.push(b',');
+    body.extend_from_slice(rest);
+    body
 }
 
 /// A skill of the catalog and its prepared answers.
@@ -166,7 +204,6 @@ impl Catalog {
                 CatalogSkill { skill: skill.clone(), source: sourced.source, entry, body }
             })
             .collect();
-        let entries: Vec<SkillEntry> = skills.iter().map(|skill| skill.entry.clone()).collect();
         let shadowed: Vec<ShadowedEntry> = discovery
             .shadowed
             .iter()
@@ -182,19 +219,23 @@ impl Catalog {
             .map(|diagnostic| DiagnosticEntry { source: label(diagnostic.source), message: diagnostic.message.clone() })
             .collect();
         let untagged =
-            serde_json::to_vec(&Untagged { skills: &entries, shadowed: &shadowed, diagnostics: &diagnostics })
+            serde_json::to_vec(&Untagged { skills: Entries(&skills), shadowed: &shadowed, diagnostics: &diagnostics })
                 .expect("catalogs serialize");
         let etag = ETag::of(&[&untagged]);
-        let listing = serde_json::to_vec(&CatalogBody {
-            etag: &etag,
-            skills: &entries,
-            shadowed: &shadowed,
-            diagnostics: &diagnostics,
-        })
-        .expect("catalogs serialize");
+        let listing = tagged(&untagged, &etag);
         let manifest = render_skill_manifest(skills.iter().map(|skill| &skill.skill));
         let manifest_etag = ETag::of(&[manifest.as_bytes()]);
         Catalog { skills, listing: Body::new(listing, etag), manifest: Body::new(manifest.into_bytes(), manifest_etag) }
+    }
+
+    /// Prepares the gzip form of every body large enough for it. Run off the request path: a
+    /// catalog is published first and compressed after, answering with identity bodies until then.
+    pub fn compress(&self) {
+        self.listing.compress();
+        self.manifest.compress();
+        for skill in &self.skills {
+            skill.body.compress();
+        }
     }
 
     pub fn get(&self, name: &SkillName) -> Option<&CatalogSkill> {
@@ -207,7 +248,7 @@ impl Catalog {
 pub enum CatalogState {
     /// The first discovery has not finished.
     Starting,
-    Ready(Catalog),
+    Ready(Box<Catalog>),
     /// A source failed (for example two skills of one name inside one source): nagents' message.
     Failed(String),
 }
@@ -243,5 +284,50 @@ impl Snapshot {
             (CatalogState::Starting, CatalogState::Starting) => true,
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spliced_listing_is_the_serialized_catalog_body() {
+        let skill = Skill::new("alpha", "Say \"hi\" <now>", "/srv/alpha/SKILL.md").unwrap();
+        let entry = SkillEntry {
+            name: skill.name().clone(),
+            description: skill.description().to_owned(),
+            location: skill.location().to_owned(),
+            source: "/srv".to_owned(),
+            etag: skill_etag("/srv", &skill, None),
+        };
+        let body = Body::new(Vec::new(), entry.etag.clone());
+        let skills = [CatalogSkill { skill, source: 0, entry: entry.clone(), body }];
+        let shadowed = [ShadowedEntry { name: entry.name.clone(), location: "/b".into(), source: "b".into() }];
+        let diagnostics = [DiagnosticEntry { source: "/srv".into(), message: "x: \u{2028} bad".into() }];
+        let untagged =
+            serde_json::to_vec(&Untagged { skills: Entries(&skills), shadowed: &shadowed, diagnostics: &diagnostics })
+                .unwrap();
+        let etag = ETag::of(&[&untagged]);
+        let entries = [entry];
+        let expected = serde_json::to_vec(&CatalogBody {
+            etag: &etag,
+            skills: &entries,
+            shadowed: &shadowed,
+            diagnostics: &diagnostics,
+        })
+        .unwrap();
+        assert_eq!(String::from_utf8(tagged(&untagged, &etag)).unwrap(), String::from_utf8(expected).unwrap());
+    }
+
+    #[test]
+    fn bodies_are_compressed_only_when_asked_and_worth_it() {
+        let large = Body::new(vec![b'a'; 4096], ETag::of(&[b"a"]));
+        let small = Body::new(vec![b'a'; 100], ETag::of(&[b"b"]));
+        assert!(large.gzip().is_none());
+        large.compress();
+        small.compress();
+        assert!(large.gzip().is_some_and(|gzip| gzip.len() < 4096));
+        assert!(small.gzip().is_none());
     }
 }
