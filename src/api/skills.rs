@@ -37,7 +37,7 @@ pub fn ready(snapshot: &Snapshot) -> Result<&Catalog, ApiError> {
 }
 
 fn find<'a>(catalog: &'a Catalog, SkillPath(name): &SkillPath) -> Result<&'a CatalogSkill, ApiError> {
-    catalog.get(name).ok_or_else(|| ApiError::SkillNotFound(name.to_string()))
+    catalog.get(name).map(|skill| &**skill).ok_or_else(|| ApiError::SkillNotFound(name.to_string()))
 }
 
 /// The skill's content now, refused (409) unless it is exactly the version the catalog lists.

@@ -140,17 +140,28 @@ impl LiveCatalog {
                 let labels: Vec<String> = sources.info.iter().map(|info| info.label.clone()).collect();
                 // The first catalog is compressed before it is published (nothing is served yet);
                 // later ones after, so that compressing never delays a change.
-                let first = self.inner.snapshots.borrow().version == 0;
+                let current = self.snapshot();
                 let catalog = tokio::task::spawn_blocking(move || {
-                    let catalog = Catalog::build(&discovery, &labels, &versions);
-                    if first {
+                    let previous = match &current.state {
+                        CatalogState::Ready(catalog) => Some(&**catalog),
+                        _ => None,
+                    };
+                    let catalog = Catalog::rebuild(previous, &discovery, &labels, &versions);
+                    if let Some(catalog) = &catalog
+                        && current.version == 0
+                    {
                         catalog.compress();
                     }
                     catalog
                 })
                 .await;
                 match catalog {
-                    Ok(catalog) => CatalogState::Ready(Box::new(catalog)),
+                    Ok(Some(catalog)) => CatalogState::Ready(Box::new(catalog)),
+                    // The same catalog as the published one.
+                    Ok(None) => {
+                        self.inner.metrics.scan_finished(started.elapsed());
+                        return;
+                    }
                     Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
                     // The runtime is shutting down.
                     Err(_) => return,

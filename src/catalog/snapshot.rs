@@ -2,7 +2,7 @@
 //! compressed once, so a request does no discovery, serialization or hashing.
 
 use std::io::Write as _;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axum::body::Bytes;
 use axum::http::HeaderValue;
@@ -99,7 +99,7 @@ pub struct SkillEntry {
 }
 
 /// A descriptor hidden by an earlier source's skill of the same name.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ShadowedEntry {
     #[schema(value_type = String)]
     pub name: SkillName,
@@ -108,7 +108,7 @@ pub struct ShadowedEntry {
 }
 
 /// A file a source skipped, and why.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DiagnosticEntry {
     pub source: String,
     pub message: String,
@@ -137,7 +137,7 @@ struct Untagged<'a> {
 }
 
 /// The entries of the catalog's skills, serialized in place.
-struct Entries<'a>(&'a [CatalogSkill]);
+struct Entries<'a>(&'a [Arc<CatalogSkill>]);
 
 impl Serialize for Entries<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -172,8 +172,10 @@ pub struct CatalogSkill {
 /// A successfully discovered catalog.
 #[derive(Debug)]
 pub struct Catalog {
-    /// In name order.
-    pub skills: Vec<CatalogSkill>,
+    /// In name order. Shared with the next catalog where unchanged.
+    pub skills: Vec<Arc<CatalogSkill>>,
+    pub shadowed: Vec<ShadowedEntry>,
+    pub diagnostics: Vec<DiagnosticEntry>,
     /// `GET /skills`.
     pub listing: Body,
     /// `GET /manifest`.
@@ -184,24 +186,43 @@ impl Catalog {
     /// Prepares every answer of one discovery. `versions` holds each skill's content version (in
     /// the discovery's order), which the skill's tag covers.
     pub fn build(discovery: &CompositeDiscovery, labels: &[String], versions: &[Option<ContentVersion>]) -> Self {
+        Catalog::rebuild(None, discovery, labels, versions).expect("a first catalog is new")
+    }
+
+    /// Like [`Catalog::build`], but reuses the prepared answers of `previous` for every skill
+    /// that did not change, and gives `None` when nothing changed at all: a rescan that finds
+    /// nothing new costs no serialization and no second copy of the catalog.
+    pub fn rebuild(
+        previous: Option<&Catalog>,
+        discovery: &CompositeDiscovery,
+        labels: &[String],
+        versions: &[Option<ContentVersion>],
+    ) -> Option<Self> {
         let label = |source: usize| labels.get(source).cloned().unwrap_or_default();
-        let skills: Vec<CatalogSkill> = discovery
+        let skills: Vec<Arc<CatalogSkill>> = discovery
             .skills
             .iter()
             .zip(versions)
             .map(|(sourced, version)| {
                 let skill = &sourced.skill;
-                let source = label(sourced.source);
-                let etag = skill_etag(&source, skill, *version);
+                let source = labels.get(sourced.source).map_or("", String::as_str);
+                let etag = skill_etag(source, skill, *version);
+                if let Some(known) = previous.and_then(|previous| previous.get(skill.name()))
+                    && known.entry.etag == etag
+                    && known.skill == *skill
+                    && known.source == sourced.source
+                {
+                    return Arc::clone(known);
+                }
                 let entry = SkillEntry {
                     name: skill.name().clone(),
                     description: skill.description().to_owned(),
                     location: skill.location().to_owned(),
-                    source,
+                    source: source.to_owned(),
                     etag: etag.clone(),
                 };
                 let body = Body::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
-                CatalogSkill { skill: skill.clone(), source: sourced.source, entry, body }
+                Arc::new(CatalogSkill { skill: skill.clone(), source: sourced.source, entry, body })
             })
             .collect();
         let shadowed: Vec<ShadowedEntry> = discovery
@@ -218,6 +239,14 @@ impl Catalog {
             .iter()
             .map(|diagnostic| DiagnosticEntry { source: label(diagnostic.source), message: diagnostic.message.clone() })
             .collect();
+        if let Some(previous) = previous
+            && previous.skills.len() == skills.len()
+            && previous.skills.iter().zip(&skills).all(|(a, b)| Arc::ptr_eq(a, b))
+            && previous.shadowed == shadowed
+            && previous.diagnostics == diagnostics
+        {
+            return None;
+        }
         let untagged =
             serde_json::to_vec(&Untagged { skills: Entries(&skills), shadowed: &shadowed, diagnostics: &diagnostics })
                 .expect("catalogs serialize");
@@ -225,7 +254,13 @@ impl Catalog {
         let listing = tagged(&untagged, &etag);
         let manifest = render_skill_manifest(skills.iter().map(|skill| &skill.skill));
         let manifest_etag = ETag::of(&[manifest.as_bytes()]);
-        Catalog { skills, listing: Body::new(listing, etag), manifest: Body::new(manifest.into_bytes(), manifest_etag) }
+        Some(Catalog {
+            skills,
+            shadowed,
+            diagnostics,
+            listing: Body::new(listing, etag),
+            manifest: Body::new(manifest.into_bytes(), manifest_etag),
+        })
     }
 
     /// Prepares the gzip form of every body large enough for it. Run off the request path: a
@@ -238,7 +273,7 @@ impl Catalog {
         }
     }
 
-    pub fn get(&self, name: &SkillName) -> Option<&CatalogSkill> {
+    pub fn get(&self, name: &SkillName) -> Option<&Arc<CatalogSkill>> {
         self.skills.binary_search_by(|skill| skill.skill.name().cmp(name)).ok().map(|index| &self.skills[index])
     }
 }
@@ -302,7 +337,7 @@ mod tests {
             etag: skill_etag("/srv", &skill, None),
         };
         let body = Body::new(Vec::new(), entry.etag.clone());
-        let skills = [CatalogSkill { skill, source: 0, entry: entry.clone(), body }];
+        let skills = [Arc::new(CatalogSkill { skill, source: 0, entry: entry.clone(), body })];
         let shadowed = [ShadowedEntry { name: entry.name.clone(), location: "/b".into(), source: "b".into() }];
         let diagnostics = [DiagnosticEntry { source: "/srv".into(), message: "x: \u{2028} bad".into() }];
         let untagged =

@@ -85,13 +85,27 @@ impl fmt::Display for SkillName {
 /// Immutable discovery metadata. `location` is an opaque identifier owned by the source.
 ///
 /// Equal descriptors are the same version of a skill: loads compare the caller's descriptor
-/// with the source's current one and refuse a stale one. Clones share the text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// with the source's current one and refuse a stale one. Clones share the text (a clone is one
+/// reference count: catalogs are handed out as `Vec<Skill>` often).
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "RawSkill", into = "RawSkill")]
-pub struct Skill {
+pub struct Skill(Arc<Fields>);
+
+#[derive(PartialEq, Eq, Hash)]
+struct Fields {
     name: SkillName,
-    description: Arc<str>,
-    location: Arc<str>,
+    description: Box<str>,
+    location: Box<str>,
+}
+
+impl fmt::Debug for Skill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Skill")
+            .field("name", &self.0.name)
+            .field("description", &self.0.description)
+            .field("location", &self.0.location)
+            .finish()
+    }
 }
 
 impl Skill {
@@ -111,19 +125,19 @@ impl Skill {
         if !is_bounded_text(location, MAX_LOCATION_CHARS) {
             return Err(InvalidSkill::Location);
         }
-        Ok(Skill { name, description: Arc::from(description), location: Arc::from(location) })
+        Ok(Skill(Arc::new(Fields { name, description: description.into(), location: location.into() })))
     }
 
     pub fn name(&self) -> &SkillName {
-        &self.name
+        &self.0.name
     }
 
     pub fn description(&self) -> &str {
-        &self.description
+        &self.0.description
     }
 
     pub fn location(&self) -> &str {
-        &self.location
+        &self.0.location
     }
 }
 
@@ -149,9 +163,9 @@ impl TryFrom<RawSkill> for Skill {
 impl From<Skill> for RawSkill {
     fn from(skill: Skill) -> Self {
         RawSkill {
-            name: skill.name.into(),
-            description: skill.description.as_ref().to_owned(),
-            location: skill.location.as_ref().to_owned(),
+            name: skill.name().to_string(),
+            description: skill.description().to_owned(),
+            location: skill.location().to_owned(),
         }
     }
 }
