@@ -225,6 +225,57 @@ def check_run(label: str, run: dict, expected: int) -> None:
         fail(f"{label} reported diagnostics: {run['diagnostics'][:3]}")
 
 
+def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 5) -> dict:
+    """Builds the tree, times both; raises BenchError when either misbehaves.
+
+    The result: medians in ms, the ratio, every sample, the tree and the versions measured."""
+    with tempfile.TemporaryDirectory(prefix="skillcat-bench-") as scratch:
+        scratch_dir = Path(os.path.realpath(scratch))
+        tree = scratch_dir / "skills"
+        tree.mkdir()
+        entries = build_tree(tree, skills)
+        # nagents' default max_entries (10,000) would stop this walk; both get the same bound.
+        max_entries = max(100_000, 2 * entries)
+        config = scratch_dir / "skillcat.toml"
+        config.write_text(
+            "[[sources]]\n"
+            'kind = "directory"\n'
+            f"roots = [{json.dumps(str(tree))}]\n"
+            f"max_entries = {max_entries}\n",
+            encoding="utf-8",
+        )
+
+        warm_nagents = time_nagents(python, tree, max_entries)
+        check_run("nagents", warm_nagents, skills)
+        check_run("skillcat", time_skillcat(binary, config), skills)
+        nagents_runs, skillcat_runs = [], []
+        for _ in range(runs):
+            nagents_runs.append(time_nagents(python, tree, max_entries))
+            skillcat_runs.append(time_skillcat(binary, config))
+        for run in nagents_runs:
+            check_run("nagents", run, skills)
+        for run in skillcat_runs:
+            check_run("skillcat", run, skills)
+
+    nagents_ms = statistics.median(run["seconds"] for run in nagents_runs) * 1000
+    skillcat_ms = statistics.median(run["seconds"] for run in skillcat_runs) * 1000
+    return {
+        "skills": skills,
+        "entries": entries,
+        "max_entries": max_entries,
+        "runs": runs,
+        "nagents_ms": nagents_ms,
+        "skillcat_ms": skillcat_ms,
+        "ratio": nagents_ms / skillcat_ms if skillcat_ms > 0 else float("inf"),
+        "nagents_samples_ms": [run["seconds"] * 1000 for run in nagents_runs],
+        "skillcat_samples_ms": [run["seconds"] * 1000 for run in skillcat_runs],
+        "stdout_bytes": skillcat_runs[0]["stdout_bytes"],
+        "nagents_version": warm_nagents["nagents"],
+        "python_version": warm_nagents["python"],
+        "python": python,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--skills", type=int, default=10_000, help="number of skills in the tree (default 10000)")
@@ -239,55 +290,27 @@ def main() -> int:
     try:
         python = pick_python(args.python)
         binary = args.binary.resolve() if args.binary else build_binary()
-        with tempfile.TemporaryDirectory(prefix="skillcat-bench-") as scratch:
-            scratch_dir = Path(os.path.realpath(scratch))
-            tree = scratch_dir / "skills"
-            tree.mkdir()
-            entries = build_tree(tree, args.skills)
-            # nagents' default max_entries (10,000) would stop this walk; both get the same bound.
-            max_entries = max(100_000, 2 * entries)
-            config = scratch_dir / "skillcat.toml"
-            config.write_text(
-                "[[sources]]\n"
-                'kind = "directory"\n'
-                f"roots = [{json.dumps(str(tree))}]\n"
-                f"max_entries = {max_entries}\n",
-                encoding="utf-8",
-            )
-
-            warm_nagents = time_nagents(python, tree, max_entries)
-            check_run("nagents", warm_nagents, args.skills)
-            check_run("skillcat", time_skillcat(binary, config), args.skills)
-            nagents_runs, skillcat_runs = [], []
-            for _ in range(args.runs):
-                nagents_runs.append(time_nagents(python, tree, max_entries))
-                skillcat_runs.append(time_skillcat(binary, config))
-            for run in nagents_runs:
-                check_run("nagents", run, args.skills)
-            for run in skillcat_runs:
-                check_run("skillcat", run, args.skills)
+        result = measure(binary, python, args.skills, args.runs)
     except BenchError as error:
         print(f"discovery_ratio: {error}", file=sys.stderr)
         return 2
 
-    nagents_ms = statistics.median(run["seconds"] for run in nagents_runs) * 1000
-    skillcat_ms = statistics.median(run["seconds"] for run in skillcat_runs) * 1000
-    ratio = nagents_ms / skillcat_ms if skillcat_ms > 0 else float("inf")
+    ratio = result["ratio"]
 
-    def samples(runs: list[dict]) -> str:
-        return ", ".join(f"{run['seconds'] * 1000:.1f}" for run in runs)
+    def samples(values: list[float]) -> str:
+        return ", ".join(f"{value:.1f}" for value in values)
 
     print("skill discovery: nagents DirectorySkillDiscoverer vs skillcat check")
     print(f"machine:   {platform.system()} {platform.release()} {platform.machine()}; "
           f"nproc {usable_cpus()} (of {os.cpu_count()}); CPU {cpu_model()}")
-    print(f"tree:      {args.skills} skills, {entries} entries, max_entries {max_entries}")
-    print(f"nagents:   {warm_nagents['nagents']} on Python {warm_nagents['python']} ({python})")
+    print(f"tree:      {args.skills} skills, {result['entries']} entries, max_entries {result['max_entries']}")
+    print(f"nagents:   {result['nagents_version']} on Python {result['python_version']} ({python})")
     print(f"skillcat:  {binary} ({binary_version(binary)})")
     print(f"runs:      1 warm-up each, then {args.runs} interleaved; ms: "
-          f"nagents [{samples(nagents_runs)}], skillcat [{samples(skillcat_runs)}]")
-    print(f"nagents discover() median:        {nagents_ms:10.1f} ms")
-    print(f"skillcat check process median:    {skillcat_ms:10.1f} ms "
-          f"(stdout {skillcat_runs[0]['stdout_bytes']} bytes)")
+          f"nagents [{samples(result['nagents_samples_ms'])}], skillcat [{samples(result['skillcat_samples_ms'])}]")
+    print(f"nagents discover() median:        {result['nagents_ms']:10.1f} ms")
+    print(f"skillcat check process median:    {result['skillcat_ms']:10.1f} ms "
+          f"(stdout {result['stdout_bytes']} bytes)")
     print(f"ratio (nagents discover / skillcat check process): {ratio:.1f}x")
     if ratio < args.min_ratio:
         print(f"FAIL: ratio {ratio:.1f}x is below --min-ratio {args.min_ratio:g}x", file=sys.stderr)

@@ -168,37 +168,30 @@ def build_binary() -> Path:
     return target / "release" / "skillcat"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--skills", type=int, default=200, help="skills in the tree (default 200)")
-    parser.add_argument("--changes", type=int, default=100, help="changes to time, at least 50 (default 100)")
-    parser.add_argument("--binary", type=Path, help="a built skillcat binary (default: build the release binary)")
-    parser.add_argument("--max-p99-ms", type=float, default=100.0, help="fail above this p99 (default 100)")
-    parser.add_argument("--change-timeout", type=float, default=10.0, help="seconds one change may take to show")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary tree and server log")
-    args = parser.parse_args()
-    if args.changes < 50:
-        parser.error("--changes must be at least 50")
-    if args.skills < 1:
-        parser.error("--skills must be positive")
+class SetupError(Exception):
+    """The measurement could not start (no binary, the server failed or was never ready)."""
 
-    binary = args.binary.resolve() if args.binary else build_binary()
+
+def measure(binary: Path, skills: int = 200, changes: int = 100, change_timeout: float = 10.0, keep: bool = False) -> dict:
+    """Runs the server on a fresh tree of `skills` skills and times `changes` changes.
+
+    Returns the latencies (ms, sorted, and per kind), the server's scan metrics, how it shut
+    down and the failures seen; raises SetupError when it could not measure at all."""
     if not binary.is_file():
-        log(f"no binary at {binary}")
-        return 2
+        raise SetupError(f"no binary at {binary}")
 
     work = Path(tempfile.mkdtemp(prefix="skillcat-freshness-"))
     tree = work / "tree"
     server_log = work / "server.log"
-    log(f"building a tree of {args.skills} skills in {tree} ...")
+    log(f"building a tree of {skills} skills in {tree} ...")
     started = time.perf_counter()
-    present = build_tree(tree, args.skills)
+    present = build_tree(tree, skills)
     log(f"  built in {time.perf_counter() - started:.1f} s")
 
     port = free_port()
     command = [str(binary), "serve", "--listen", f"127.0.0.1:{port}"]
     # Folders and files each count as an entry; leave room for the skills the run adds.
-    entries = 2 * (args.skills + args.changes) + 16
+    entries = 2 * (skills + changes) + 16
     if entries > DEFAULT_MAX_ENTRIES:
         config = work / "skillcat.toml"
         max_entries = max(100_000, 2 * entries)
@@ -221,25 +214,22 @@ def main() -> int:
         started = time.perf_counter()
         while True:
             if server.poll() is not None:
-                log(f"the server exited with {server.returncode}:\n{server_log.read_text(errors='replace')}")
-                return 2
+                raise SetupError(f"the server exited with {server.returncode}:\n{server_log.read_text(errors='replace')}")
             try:
                 if get(port, "/readyz", timeout=1.0)[0] == 200:
                     break
             except OSError:
                 pass
             if time.perf_counter() - started > 120:
-                log("the server was not ready within 120 s")
-                return 2
+                raise SetupError("the server was not ready within 120 s")
             time.sleep(0.01)
         ready = time.perf_counter() - started
         log(f"  ready after {ready * 1000:.0f} ms")
 
         catalog = Catalog(port)
-        catalog.wait_for(lambda skills: len(skills) == args.skills, time.perf_counter() + 30)
+        catalog.wait_for(lambda listed: len(listed) == skills, time.perf_counter() + 30)
         if set(catalog.skills()) != set(present):
-            log("the first catalog does not list the tree's skills")
-            return 2
+            raise SetupError("the first catalog does not list the tree's skills")
         scans_before = scan_metrics(port)
 
         # The changes: cycle edit -> add -> delete. Edits and deletes walk through the tree in
@@ -247,7 +237,7 @@ def main() -> int:
         versions: dict[str, int] = {}
         added = 0
         cursor = 0
-        for change in range(args.changes):
+        for change in range(changes):
             kind = ("edit", "add", "delete")[change % 3]
             if kind == "edit":
                 name = present[(cursor * 7919) % len(present)]
@@ -257,8 +247,8 @@ def main() -> int:
                 description = f"{name}, version {version}."
                 write_atomically(tree / name / "SKILL.md", skill_text(description, f"Body of {name}.\n"))
                 written = time.perf_counter()
-                check = lambda skills, name=name, description=description: (  # noqa: E731
-                    name in skills and skills[name]["description"] == description
+                check = lambda listed, name=name, description=description: (  # noqa: E731
+                    name in listed and listed[name]["description"] == description
                 )
             elif kind == "add":
                 name = f"added-{added:05d}"
@@ -268,23 +258,23 @@ def main() -> int:
                 write_atomically(folder / "SKILL.md", skill_text(f"Added skill {name}.", "New.\n"))
                 written = time.perf_counter()
                 present.append(name)
-                check = lambda skills, name=name: name in skills  # noqa: E731
+                check = lambda listed, name=name: name in listed  # noqa: E731
             else:
                 name = present.pop((cursor * 104729) % len(present))
                 cursor += 1
                 shutil.rmtree(tree / name)
                 written = time.perf_counter()
                 versions.pop(name, None)
-                check = lambda skills, name=name: name not in skills  # noqa: E731
-            seen = catalog.wait_for(check, written + args.change_timeout)
+                check = lambda listed, name=name: name not in listed  # noqa: E731
+            seen = catalog.wait_for(check, written + change_timeout)
             if seen is None:
-                failures.append(f"change {change} ({kind} {name}) not seen within {args.change_timeout} s")
+                failures.append(f"change {change} ({kind} {name}) not seen within {change_timeout} s")
                 log(failures[-1])
                 continue
             latencies[kind].append(max(0.0, seen - written) * 1000)
 
         # The final catalog must be exactly the tree, without diagnostics.
-        catalog.wait_for(lambda skills: set(skills) == set(present), time.perf_counter() + 5)
+        catalog.wait_for(lambda listed: set(listed) == set(present), time.perf_counter() + 5)
         if set(catalog.skills()) != set(present):
             failures.append("the final catalog does not match the tree")
         if catalog.body and catalog.body.get("diagnostics"):
@@ -305,21 +295,76 @@ def main() -> int:
         else:
             exit_code = server.returncode
         stopped_after = time.perf_counter() - stopping
-        if not args.keep:
+        if not keep:
             shutil.rmtree(work, ignore_errors=True)
 
+    if exit_code is None:
+        failures.append("the server did not exit within 10 s of SIGTERM")
+    elif exit_code != 0:
+        failures.append(f"the server exited with status {exit_code}")
     everything = sorted(value for values in latencies.values() for value in values)
-    print(f"machine:  {machine()}")
-    print(f"tree:     {args.skills} skills, {args.changes} changes ({how}), ready after {ready * 1000:.0f} ms")
+    summary = {}
     if everything:
-        p50, p90, p99 = (percentile(everything, fraction) for fraction in (0.50, 0.90, 0.99))
+        summary = {
+            "p50": percentile(everything, 0.50),
+            "p90": percentile(everything, 0.90),
+            "p99": percentile(everything, 0.99),
+            "max": everything[-1],
+            "min": everything[0],
+            "mean": sum(everything) / len(everything),
+        }
+    return {
+        "skills": skills,
+        "changes": changes,
+        "how": how,
+        "ready_ms": ready * 1000,
+        "latencies_ms": everything,
+        "by_kind_ms": {kind: sorted(values) for kind, values in latencies.items()},
+        "summary_ms": summary,
+        "scans_before": scans_before,
+        "scans_after": scans_after,
+        "exit_code": exit_code,
+        "stopped_after_ms": stopped_after * 1000,
+        "failures": failures,
+        "work": str(work) if keep else None,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skills", type=int, default=200, help="skills in the tree (default 200)")
+    parser.add_argument("--changes", type=int, default=100, help="changes to time, at least 50 (default 100)")
+    parser.add_argument("--binary", type=Path, help="a built skillcat binary (default: build the release binary)")
+    parser.add_argument("--max-p99-ms", type=float, default=100.0, help="fail above this p99 (default 100)")
+    parser.add_argument("--change-timeout", type=float, default=10.0, help="seconds one change may take to show")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary tree and server log")
+    args = parser.parse_args()
+    if args.changes < 50:
+        parser.error("--changes must be at least 50")
+    if args.skills < 1:
+        parser.error("--skills must be positive")
+
+    binary = args.binary.resolve() if args.binary else build_binary()
+    try:
+        result = measure(binary, args.skills, args.changes, args.change_timeout, args.keep)
+    except SetupError as error:
+        log(str(error))
+        return 2
+
+    failures = list(result["failures"])
+    summary = result["summary_ms"]
+    print(f"machine:  {machine()}")
+    print(f"tree:     {args.skills} skills, {args.changes} changes ({result['how']}), "
+          f"ready after {result['ready_ms']:.0f} ms")
+    if summary:
+        everything = result["latencies_ms"]
+        p99 = summary["p99"]
         print(
-            f"freshness (ms, n={len(everything)}): p50 {p50:.1f}  p90 {p90:.1f}  p99 {p99:.1f}  "
-            f"max {everything[-1]:.1f}  min {everything[0]:.1f}  mean {sum(everything) / len(everything):.1f}"
+            f"freshness (ms, n={len(everything)}): p50 {summary['p50']:.1f}  p90 {summary['p90']:.1f}  "
+            f"p99 {p99:.1f}  max {summary['max']:.1f}  min {summary['min']:.1f}  mean {summary['mean']:.1f}"
         )
-        for kind, values in latencies.items():
+        for kind, values in result["by_kind_ms"].items():
             if values:
-                values.sort()
                 print(
                     f"  {kind:6} n={len(values):3}  p50 {percentile(values, 0.5):.1f}  "
                     f"p99 {percentile(values, 0.99):.1f}  max {values[-1]:.1f}"
@@ -327,6 +372,7 @@ def main() -> int:
     else:
         p99 = math.inf
         print("freshness: no change was seen")
+    scans_before, scans_after = result["scans_before"], result["scans_after"]
     count = scans_after[0] - scans_before[0]
     total = scans_after[1] - scans_before[1]
     mean = f", mean {total / count * 1000:.1f} ms" if count else ""
@@ -334,19 +380,16 @@ def main() -> int:
         f"scans:    skillcat_scan_duration_seconds count {scans_after[0]} sum {scans_after[1]:.3f} s "
         f"(during the changes: {count} scans, {total:.3f} s{mean})"
     )
-    if exit_code is None:
+    if result["exit_code"] is None:
         print("shutdown: did NOT exit within 10 s of SIGTERM (killed)")
-        failures.append("the server did not exit within 10 s of SIGTERM")
     else:
-        print(f"shutdown: exited with status {exit_code} {stopped_after * 1000:.0f} ms after SIGTERM")
-        if exit_code != 0:
-            failures.append(f"the server exited with status {exit_code}")
+        print(f"shutdown: exited with status {result['exit_code']} {result['stopped_after_ms']:.0f} ms after SIGTERM")
     if p99 > args.max_p99_ms:
         failures.append(f"p99 {p99:.1f} ms is over --max-p99-ms {args.max_p99_ms:g}")
     for failure in failures:
         print(f"FAIL: {failure}")
-    if args.keep:
-        print(f"kept {work}")
+    if result["work"]:
+        print(f"kept {result['work']}")
     return 1 if failures else 0
 
 

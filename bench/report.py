@@ -1,0 +1,315 @@
+"""The table of bench/run: one row per measurement, its reference, ratio, target and verdict;
+printed as text and written as Markdown between two markers of docs/BENCHMARKS.md.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+BEGIN = "<!-- BEGIN bench/run output: a run replaces everything from here to the END marker -->"
+END = "<!-- END bench/run output -->"
+
+MIB = 1024  # KiB per MiB
+
+# Targets.
+HTTP_MIN_RATIO = 1.0
+DISCOVERY_MIN_RATIO = 20.0
+FRESHNESS_MAX_P99_MS = 100.0
+CLIENT_MAX_P50_NS = {"conditional": 100_000.0, "watch": 5_000.0}
+MEMORY_MAX_MIB = {"idle": 15.0, "10000": 40.0}
+
+HTTP_CASES = {
+    "get": ("a", "GET /skills, identity"),
+    "get-gzip": ("a", "GET /skills, gzip (secondary)"),
+    "304": ("b", "GET /skills, If-None-Match → 304"),
+    "load": ("c", "POST /skills/{name}/load"),
+}
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "missed"
+
+
+def rps(value: float) -> str:
+    return f"{value:,.0f} req/s"
+
+
+def ms(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if us < 100_000 else f"{us / 1000:.0f} ms"
+
+
+def duration_ns(value: float) -> str:
+    if value < 1_000:
+        return f"{value:.0f} ns"
+    if value < 1_000_000:
+        return f"{value / 1000:.1f} µs"
+    return f"{value / 1e6:.2f} ms"
+
+
+def size(length: int) -> str:
+    return f"{length:,} B" if length < 10_000 else f"{length / 1024:,.0f} KiB"
+
+
+def median_of(runs: list[dict], metric: str) -> float:
+    return statistics.median(run[metric] for run in runs)
+
+
+def cpu(runs: list[dict]) -> str:
+    """The server's own CPU time per request (all its threads or processes), if measured."""
+    if not all("cpu_us_per_request" in run for run in runs):
+        return ""
+    return f"; {median_of(runs, 'cpu_us_per_request'):.0f} µs CPU/request"
+
+
+def http_rows(result: dict) -> list[dict]:
+    rows = []
+    skills = result["skills"]
+    for key, (row_id, label) in HTTP_CASES.items():
+        ours = result["skillcat"]["runs"].get(key)
+        theirs = result["nginx"]["runs"].get(key)
+        if not ours or not theirs:
+            continue
+        if key == "get":
+            what = f"{label}, {skills:,} skills ({size(result['body_bytes'])})"
+        elif key == "get-gzip":
+            what = f"{label}, {skills:,} skills ({size(result['gzip_bytes'])})"
+        elif key == "304":
+            what = f"{label}, {skills:,} skills"
+        else:
+            what = f"{label}, ~20 KB skill ({size(result['load_bytes'])} body)"
+        our_rps, their_rps = median_of(ours, "rps"), median_of(theirs, "rps")
+        our_p50, their_p50 = median_of(ours, "p50_us"), median_of(theirs, "p50_us")
+        our_p99, their_p99 = median_of(ours, "p99_us"), median_of(theirs, "p99_us")
+        ratio = our_rps / their_rps
+        rows.append({
+            "id": row_id,
+            "what": what,
+            "skillcat": f"{rps(our_rps)}; p50 {ms(our_p50)}, p99 {ms(our_p99)}{cpu(ours)}",
+            "reference": f"nginx {rps(their_rps)}; p50 {ms(their_p50)}, p99 {ms(their_p99)}{cpu(theirs)}",
+            "ratio": f"{ratio:.2f}× req/s; p99 {our_p99 / their_p99:.2f}× nginx's",
+            "target": f"≥ {HTTP_MIN_RATIO:.1f}× req/s",
+            "verdict": verdict(ratio >= HTTP_MIN_RATIO),
+            "value": ratio,
+        })
+    return rows
+
+
+def rows(results: dict, errors: dict[str, str]) -> list[dict]:
+    """Every row, in the order a-g; a row that could not run says why."""
+    table: list[dict] = []
+
+    def failed(row_id: str, what: str, group: str) -> None:
+        if group in errors:
+            table.append({"id": row_id, "what": what, "skillcat": "—", "reference": "—", "ratio": "—",
+                          "target": "—", "verdict": "error", "error": errors[group].splitlines()[0][:200]})
+
+    for skills in (200, 10_000):
+        result = results.get(f"http_{skills}")
+        if result:
+            table.extend(http_rows(result))
+        else:
+            failed("a–c", f"HTTP rows at {skills:,} skills", "abc")
+
+    discovery = results.get("discovery")
+    if discovery:
+        table.append({
+            "id": "d",
+            "what": f"cold discovery of {discovery['skills']:,} skills ({discovery['entries']:,} entries)",
+            "skillcat": f"`skillcat check --json` process {discovery['skillcat_ms']:.0f} ms",
+            "reference": f"nagents discover() {discovery['nagents_ms']:.0f} ms",
+            "ratio": f"{discovery['ratio']:.1f}× faster",
+            "target": f"≥ {DISCOVERY_MIN_RATIO:.0f}×",
+            "verdict": verdict(discovery["ratio"] >= DISCOVERY_MIN_RATIO),
+            "value": discovery["ratio"],
+        })
+    else:
+        failed("d", "cold discovery of 10,000 skills", "d")
+
+    for skills in (200, 10_000):
+        fresh = results.get(f"freshness_{skills}")
+        if not fresh:
+            continue
+        summary = fresh["summary_ms"]
+        seen = sum(len(values) for values in fresh["by_kind_ms"].values())
+        scans = fresh["scans_after"][0] - fresh["scans_before"][0]
+        scan_time = fresh["scans_after"][1] - fresh["scans_before"][1]
+        p99 = summary.get("p99", float("inf"))
+        met = p99 <= FRESHNESS_MAX_P99_MS and not fresh["failures"]
+        note = f"; {len(fresh['failures'])} failures" if fresh["failures"] else ""
+        table.append({
+            "id": "e",
+            "what": f"change on disk → visible in GET /skills, {skills:,} skills ({seen} of {fresh['changes']} changes seen)",
+            "skillcat": (f"p50 {summary['p50']:.1f} ms, p99 {p99:.1f} ms, max {summary['max']:.1f} ms"
+                         if summary else "no change seen") + note,
+            "reference": f"{scans} rescans, mean {scan_time / scans * 1000:.0f} ms each" if scans else "—",
+            "ratio": "—",
+            "target": f"p99 ≤ {FRESHNESS_MAX_P99_MS:.0f} ms",
+            "verdict": verdict(met),
+            "value": p99,
+        })
+    if "freshness_200" not in results or "freshness_10000" not in results:
+        failed("e", "change on disk → visible", "e")
+
+    for label in ("builtin", "200"):
+        client = results.get(f"client_{label}")
+        if not client:
+            continue
+        for mode in ("conditional", "watch"):
+            numbers = client["modes"][mode]
+            target = CLIENT_MAX_P50_NS[mode]
+            extra = ""
+            if mode == "watch" and "watch Arc" in client["modes"]:
+                extra = f" (`catalog()` Arc: p50 {duration_ns(client['modes']['watch Arc']['p50_ns'])})"
+            table.append({
+                "id": "f",
+                "what": f"client discover(), {mode} mode, {client['skills']} skills",
+                "skillcat": f"p50 {duration_ns(numbers['p50_ns'])}, p99 {duration_ns(numbers['p99_ns'])}{extra}",
+                "reference": "—",
+                "ratio": "—",
+                "target": f"p50 ≤ {duration_ns(target)}",
+                "verdict": verdict(numbers["p50_ns"] <= target),
+                "value": numbers["p50_ns"],
+            })
+    if "client_builtin" not in results:
+        failed("f", "client discover()", "f")
+
+    for label, what in (("idle", "memory, idle (builtin skills, after a few requests to every route)"),
+                        ("10000", "memory, 10,000 skills (after every route a few times)")):
+        memory = results.get(f"memory_{label}")
+        if not memory:
+            continue
+        rss, hwm = memory["VmRSS"] / MIB, memory["VmHWM"] / MIB
+        limit = MEMORY_MAX_MIB[label]
+        table.append({
+            "id": "g",
+            "what": what,
+            "skillcat": f"VmRSS {rss:.1f} MiB, VmHWM {hwm:.1f} MiB",
+            "reference": "—",
+            "ratio": "—",
+            "target": f"VmRSS ≤ {limit:.0f} MiB",
+            "verdict": verdict(rss <= limit),
+            "value": rss,
+        })
+    rescan = results.get("memory_10000_rescan")
+    if rescan:
+        rss, hwm = rescan["VmRSS"] / MIB, rescan["VmHWM"] / MIB
+        limit = MEMORY_MAX_MIB["10000"]
+        table.append({
+            "id": "g",
+            "what": "memory, 10,000 skills, 1 s after the first periodic rescan (30 s)",
+            "skillcat": f"VmRSS {rss:.1f} MiB, VmHWM {hwm:.1f} MiB",
+            "reference": "—",
+            "ratio": "—",
+            "target": f"VmRSS ≤ {limit:.0f} MiB",
+            "verdict": verdict(rss <= limit),
+            "value": rss,
+        })
+    if "memory_idle" not in results:
+        failed("g", "memory", "g")
+    for skills in (200, 10_000):
+        result = results.get(f"http_{skills}")
+        if result and result["skillcat"]["memory_after_load_kib"]:
+            last = result["skillcat"]["memory_after_load_kib"][-1]
+            table.append({
+                "id": "g",
+                "what": f"memory, {skills:,} skills, after the wrk rows (information)",
+                "skillcat": f"VmRSS {last['VmRSS'] / MIB:.1f} MiB, VmHWM {last['VmHWM'] / MIB:.1f} MiB",
+                "reference": "—", "ratio": "—", "target": "—", "verdict": "info", "value": None,
+            })
+    return table
+
+
+def describe(info: dict) -> list[str]:
+    machine = info["machine"]
+    settings = info["settings"]
+    lines = [
+        f"Run: {info['started']}, `bench/run`{' --quick' if info['mode'] == 'quick' else ''} "
+        f"({info['mode']}{', rows ' + info['rows'] if info['rows'] != 'abcdefg' else ''}), "
+        f"{info['elapsed_s'] / 60:.1f} min; commit {machine['commit']}.",
+        f"Machine: {machine['cpu']}; {machine['usable_cores']} usable cores (of {machine['cores']}); "
+        f"{machine['kernel']}; {machine['memory']} memory; load average {info['load_at_start']} at the start, "
+        f"{info['load_at_end']} at the end.",
+        "Versions: " + ", ".join(part for part in (
+            machine["skillcat"], machine["rustc"],
+            machine["nginx"],
+            machine["wrk"],
+            f"Python {machine['python']}",
+            f"nagents {info['nagents']}" if info.get("nagents") else None,
+        ) if part and part != "unknown") + ".",
+        f"HTTP settings: wrk {settings['threads']} threads, {settings['connections']} keep-alive connections, "
+        f"{settings['warmup_s']:g} s warm-up then {settings['duration_s']:g} s measured per row, "
+        f"{settings['rounds']} round{'s' if settings['rounds'] != 1 else ''} (medians); "
+        f"skillcat {settings['workers']} runtime threads, nginx {settings['workers']} worker processes.",
+    ]
+    return lines
+
+
+def text(info: dict, table: list[dict]) -> str:
+    out = ["", *describe(info), ""]
+    for row in table:
+        out.append(f"[{row['verdict']:>6}] {row['id']}  {row['what']}")
+        out.append(f"           skillcat:  {row['skillcat']}")
+        if row["reference"] != "—":
+            out.append(f"           reference: {row['reference']}")
+        if row["ratio"] != "—":
+            out.append(f"           ratio:     {row['ratio']}")
+        if row["target"] != "—":
+            out.append(f"           target:    {row['target']}")
+        if row.get("error"):
+            out.append(f"           error:     {row['error']}")
+    out.append("")
+    out.append(summary_line(table))
+    return "\n".join(out)
+
+
+def summary_line(table: list[dict]) -> str:
+    judged = [row for row in table if row["verdict"] in ("met", "missed")]
+    missed = [f"{row['id']} ({row['what']})" for row in judged if row["verdict"] == "missed"]
+    errors = [row["id"] for row in table if row["verdict"] == "error"]
+    line = f"{len(judged) - len(missed)} of {len(judged)} targets met"
+    if missed:
+        line += "; missed: " + "; ".join(missed)
+    if errors:
+        line += f"; rows that could not run: {', '.join(errors)}"
+    return line + "."
+
+
+def cell(value: str) -> str:
+    return value.replace("|", "\\|")
+
+
+def markdown(info: dict, table: list[dict]) -> str:
+    out = [BEGIN, "", "## Results", ""]
+    if info["mode"] == "quick":
+        out += ["**Quick mode: a smoke test with short runs; these numbers are not representative.**", ""]
+    out += [f"- {line}" for line in describe(info)]
+    out += ["", "| row | what | skillcat | reference | ratio | target | result |", "|---|---|---|---|---|---|---|"]
+    for row in table:
+        result = row["verdict"] if not row.get("error") else f"error: {row['error']}"
+        out.append("| " + " | ".join(cell(part) for part in (
+            row["id"], row["what"], row["skillcat"], row["reference"], row["ratio"], row["target"], result)) + " |")
+    out += ["", summary_line(table), "", "Ratios:", ""]
+    for row in table:
+        if row["ratio"] != "—":
+            out.append(f"- {row['id']}, {row['what']}: {row['ratio']}")
+    out += ["", END]
+    return "\n".join(out) + "\n"
+
+
+def write_document(path: Path, generated: str) -> None:
+    """Replaces the text between the markers; appends the markers and the text if absent."""
+    if path.exists():
+        current = path.read_text(encoding="utf-8")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        current = "# Benchmarks\n\nGenerated by `bench/run`.\n"
+    if BEGIN in current and END in current:
+        before = current[: current.index(BEGIN)]
+        after = current[current.index(END) + len(END):].lstrip("\n")
+        updated = before + generated + ("\n" + after if after else "")
+    else:
+        updated = current.rstrip("\n") + "\n\n" + generated
+    path.write_text(updated, encoding="utf-8")
