@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use axum::body::Body as RequestBody;
+use axum::body::{Body as RequestBody, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -13,7 +13,9 @@ use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem};
 use super::http::{SkillPath, precondition_holds, prepared};
-use crate::catalog::{Catalog, CatalogBody, CatalogSkill, CatalogState, SkillEntry, Snapshot, skill_etag};
+use crate::catalog::{
+    Catalog, CatalogBody, CatalogSkill, CatalogState, Content, ContentCache, SkillEntry, Snapshot, skill_etag,
+};
 use crate::server::App;
 
 /// The largest request body accepted.
@@ -41,18 +43,25 @@ fn find<'a>(catalog: &'a Catalog, SkillPath(name): &SkillPath) -> Result<&'a Cat
 }
 
 /// The skill's content now, refused (409) unless it is exactly the version the catalog lists.
-async fn current_content(app: &App, skill: &CatalogSkill) -> Result<String, ApiError> {
-    let content = app.catalog.sources().composite.load(&skill.skill).await.inspect_err(|error| {
+/// A content read earlier is reused while no file event arrived since (see `ContentCache`).
+async fn current_content(app: &App, skill: &CatalogSkill) -> Result<Arc<Content>, ApiError> {
+    let catalog = &app.catalog;
+    // Taken before reading: an event during the read makes the next request read again.
+    let stamp = catalog.change_stamp();
+    if let Some(content) = catalog.contents().get(&skill.entry.etag, stamp) {
+        return Ok(content);
+    }
+    let content = catalog.sources().composite.load(&skill.skill).await.inspect_err(|error| {
         // The file vanished or changed under the source: the snapshot is stale as well.
         if error.is_stale() {
-            app.catalog.request_rescan();
+            catalog.request_rescan();
         }
     })?;
     if skill_etag(&skill.entry.source, &skill.skill, Some(ContentVersion::of(&content))) != skill.entry.etag {
-        app.catalog.request_rescan();
+        catalog.request_rescan();
         return Err(ApiError::Changed(skill.skill.name().to_string()));
     }
-    Ok(content)
+    Ok(catalog.contents().insert(&skill.entry.etag, content, stamp))
 }
 
 /// The catalog: every skill in name order, the descriptors other sources hide, and what was
@@ -125,7 +134,7 @@ async fn skill_content(State(app): State<Arc<App>>, name: SkillPath, headers: He
         (header::ETAG, etag),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
     ];
-    Ok((headers, content).into_response())
+    Ok((headers, content.text.clone()).into_response())
 }
 
 /// The body of `POST /skills/{name}/load`; an empty body, a missing or a null `token_limit` take
@@ -219,8 +228,16 @@ async fn load_skill(
         return Err(ApiError::PreconditionFailed);
     }
     let content = current_content(&app, skill).await?;
-    let result: SkillLoadResult = budget_skill_content(&skill.skill, &content, limit);
-    let body = serde_json::to_vec(&result).map_err(|_| ApiError::Internal)?;
+    let body = match content.load(limit.get()) {
+        Some(body) => body,
+        None => {
+            let text = std::str::from_utf8(&content.text).map_err(|_| ApiError::Internal)?;
+            let result: SkillLoadResult = budget_skill_content(&skill.skill, text, limit);
+            let body = Bytes::from(serde_json::to_vec(&result).map_err(|_| ApiError::Internal)?);
+            ContentCache::store_load(&content, limit.get(), body.clone());
+            body
+        }
+    };
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
@@ -12,6 +13,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use skillcat_core::{ContentVersion, Skill, SkillDiscoverer};
 use tokio::sync::{Notify, watch};
 
+use super::contents::ContentCache;
 use super::snapshot::{Catalog, CatalogState, Snapshot};
 use crate::observability::Metrics;
 use crate::sources::Sources;
@@ -47,6 +49,13 @@ struct Inner {
     snapshots: watch::Sender<Arc<Snapshot>>,
     rescan: Notify,
     metrics: Arc<Metrics>,
+    /// File events seen (any path under any root), and whether every root is watched: together
+    /// they say whether a content read earlier is still what is on disk.
+    changes: AtomicU64,
+    watch_complete: AtomicBool,
+    /// Set for good by a watcher error (events lost, a subfolder that could not be watched).
+    watch_failed: AtomicBool,
+    contents: ContentCache,
 }
 
 impl LiveCatalog {
@@ -59,7 +68,16 @@ impl LiveCatalog {
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         let (snapshots, _) = watch::channel(Arc::new(Snapshot::starting()));
-        let inner = Arc::new(Inner { sources, snapshots, rescan: Notify::new(), metrics });
+        let inner = Arc::new(Inner {
+            sources,
+            snapshots,
+            rescan: Notify::new(),
+            metrics,
+            changes: AtomicU64::new(0),
+            watch_complete: AtomicBool::new(false),
+            watch_failed: AtomicBool::new(false),
+            contents: ContentCache::default(),
+        });
         let catalog = LiveCatalog { inner };
         let watcher = if options.watch { catalog.watch() } else { None };
         tokio::spawn(catalog.clone().run(options, watcher, shutdown));
@@ -78,6 +96,20 @@ impl LiveCatalog {
 
     pub fn sources(&self) -> &Sources {
         &self.inner.sources
+    }
+
+    /// The count of file events so far, when every root is watched (`None` otherwise: then no
+    /// earlier read can be trusted to still be current).
+    pub fn change_stamp(&self) -> Option<u64> {
+        let stamp = self.inner.changes.load(Ordering::Acquire);
+        let trusted =
+            self.inner.watch_complete.load(Ordering::Acquire) && !self.inner.watch_failed.load(Ordering::Acquire);
+        trusted.then_some(stamp)
+    }
+
+    /// Contents read and verified earlier, valid under [`LiveCatalog::change_stamp`].
+    pub fn contents(&self) -> &ContentCache {
+        &self.inner.contents
     }
 
     /// Asks for a rescan; requests made while one runs collapse into one more.
@@ -106,7 +138,8 @@ impl LiveCatalog {
             // made between the scan and the watch, e.g. right after the first catalog is ready, or
             // right after a symlinked root flipped.)
             if let Some(watcher) = &mut watcher {
-                watcher.refresh(&self.inner.metrics);
+                let complete = watcher.refresh(&self.inner.metrics);
+                self.inner.watch_complete.store(complete, Ordering::Release);
             }
             self.rescan().await;
             tokio::select! {
@@ -204,8 +237,14 @@ impl LiveCatalog {
         let metrics = Arc::clone(&self.inner.metrics);
         let handler = move |event: notify::Result<notify::Event>| match event {
             Ok(event) if event.kind.is_access() => {}
-            Ok(_) => catalog.request_rescan(),
+            Ok(_) => {
+                catalog.inner.changes.fetch_add(1, Ordering::AcqRel);
+                catalog.request_rescan();
+            }
             Err(error) => {
+                // Events may have been lost: no read is trusted to stay current any more.
+                catalog.inner.watch_failed.store(true, Ordering::Release);
+                catalog.inner.changes.fetch_add(1, Ordering::AcqRel);
                 metrics.watcher_error();
                 tracing::warn!(%error, "file watcher error; rescanning");
                 catalog.request_rescan();
@@ -265,7 +304,8 @@ impl WatchedDir {
 }
 
 impl RootWatcher {
-    fn refresh(&mut self, metrics: &Metrics) {
+    /// Moves the watches; whether every wanted directory is now watched.
+    fn refresh(&mut self, metrics: &Metrics) -> bool {
         let mut recursive: Vec<WatchedDir> = Vec::new();
         let mut parents: Vec<WatchedDir> = Vec::new();
         for root in &self.roots {
@@ -298,6 +338,7 @@ impl RootWatcher {
             let _ = self.watcher.unwatch(&watch.path);
             self.watched.retain(|watched| *watched != watch);
         }
+        let mut complete = true;
         for watch in wanted {
             if self.watched.contains(&watch) {
                 continue;
@@ -305,10 +346,12 @@ impl RootWatcher {
             match self.watcher.watch(Path::new(&watch.path), watch.mode) {
                 Ok(()) => self.watched.push(watch),
                 Err(error) => {
+                    complete = false;
                     metrics.watcher_error();
                     tracing::warn!(path = %watch.path.display(), %error, "cannot watch; relying on periodic rescans");
                 }
             }
         }
+        complete
     }
 }

@@ -1,8 +1,10 @@
 //! The live catalog: the current snapshot in memory, kept current by watching the sources.
 
+mod contents;
 mod live;
 mod snapshot;
 
+pub use contents::{Content, ContentCache};
 pub(crate) use live::stopped;
 pub use live::{LiveCatalog, LiveOptions};
 pub use snapshot::{

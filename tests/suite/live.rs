@@ -511,6 +511,35 @@ async fn a_load_of_a_file_changed_since_the_scan_is_a_conflict() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contents_read_before_a_change_are_not_served_after_it() {
+    // Loads and contents are kept between requests (per version, while no file event arrives);
+    // after a change, in place or by rename, with the same descriptor, the new version is served.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("skills");
+    write_skill(&root.join("alpha"), &skill_md(None, "Same.", "version 0"));
+    let app = sources(&root, LiveOptions { rescan_interval: None, watch: true }).await;
+    for version in 1..=6 {
+        for _ in 0..3 {
+            let load = app.load("alpha", None).await;
+            assert_eq!(load.status(), 200);
+            let expected = skill_md(None, "Same.", &format!("version {}", version - 1));
+            assert_eq!(load.json::<Value>().await.unwrap()["content"], expected);
+            assert_eq!(app.content("alpha").await.text().await.unwrap(), expected);
+        }
+        let listed = field(&app.wait_for_catalog(|_| true).await, "alpha", "etag");
+        let text = skill_md(None, "Same.", &format!("version {version}"));
+        if version % 2 == 0 {
+            std::fs::write(root.join("alpha/SKILL.md"), &text).expect("write in place");
+        } else {
+            std::fs::write(root.join("alpha/SKILL.md.new"), &text).expect("write");
+            std::fs::rename(root.join("alpha/SKILL.md.new"), root.join("alpha/SKILL.md")).expect("rename");
+        }
+        app.wait_for_catalog(|catalog| field(catalog, "alpha", "etag") != listed).await;
+    }
+    app.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_atomic_change_costs_one_rescan() {
     // Saving a file atomically is a handful of events within a millisecond (create, write,
     // rename); they settle into one rescan, not one plus a redundant second.
