@@ -1,12 +1,8 @@
 //! Bearer-token authentication: with a token file, every route but the probes needs
 //! `Authorization: Bearer <token>`.
 
-use std::sync::Arc;
-
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use crate::auth::{TokenDigest, Tokens};
@@ -20,21 +16,18 @@ pub(super) const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
 #[derive(Debug, Clone, Copy)]
 pub struct Authenticated(pub TokenDigest);
 
-pub(super) async fn require_bearer(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+/// Lets the request through (marked [`Authenticated`]) or refuses it with a 401.
+pub(super) fn check(app: &App, request: &mut Request) -> Result<(), ApiError> {
     let Some(store) = &app.tokens else {
-        return next.run(request).await;
+        return Ok(());
     };
     let route = request.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
     if route.is_some_and(|route| OPEN_ROUTES.contains(&route)) {
-        return next.run(request).await;
+        return Ok(());
     }
-    match authenticate(request.headers(), &store.current()) {
-        Ok(digest) => {
-            request.extensions_mut().insert(Authenticated(digest));
-            next.run(request).await
-        }
-        Err(error) => error.into_response(),
-    }
+    let digest = authenticate(request.headers(), &store.current())?;
+    request.extensions_mut().insert(Authenticated(digest));
+    Ok(())
 }
 
 /// Checks the one `Authorization` header: scheme `Bearer` (any case), then the token.

@@ -1,0 +1,404 @@
+"""Shared pieces of the reliability suite (standard library only): the server process, skill
+trees, one HTTP exchange at a time over http.client, and the checks of entity tags."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_BINARY = REPO / "target" / "debug" / "skillcat"
+FALLBACK_DESCRIPTION = "Load with skill(name) for instructions."
+TAG = re.compile(r'^"[0-9a-f]{32}"$')
+
+
+class CheckFailed(Exception):
+    """A property of the suite does not hold."""
+
+
+# --- the server process ------------------------------------------------------------------------
+
+
+def require_token_flag(binary: Path) -> None:
+    """The suite runs the server with a token file: refuse a binary that predates the flag."""
+    usage = subprocess.run([str(binary), "serve", "--help"], capture_output=True, text=True, check=True).stdout
+    if "--token-file" not in usage:
+        raise CheckFailed(f"{binary} has no `serve --token-file`; rebuild it from the current tree")
+
+
+class Server:
+    """`skillcat serve` on an ephemeral port, with JSON logs in a file and one bearer token."""
+
+    def __init__(
+        self, binary: Path, roots: list[Path], workdir: Path, rust_log: str = "info", env: dict | None = None
+    ) -> None:
+        self.binary = binary
+        self.extra_env = env or {}
+        self.roots = roots
+        self.workdir = workdir
+        self.rust_log = rust_log
+        self.token = secrets.token_urlsafe(24)
+        self.token_file = workdir / "tokens"
+        self.log_path = workdir / "server.log"
+        self.process: subprocess.Popen | None = None
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._started: set[str] = set()
+        self._log_offset = 0
+        self._log_rest = b""
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.token_file.write_text(f"{self.token}\n")
+        command = [str(self.binary), "serve", "--listen", "127.0.0.1:0", "--no-builtin", "--log-format", "json"]
+        for root in self.roots:
+            command += ["--dir", str(root)]
+        command += ["--token-file", str(self.token_file)]
+        env = {key: value for key, value in os.environ.items() if not key.startswith("SKILLCAT_")}
+        env["RUST_LOG"] = self.rust_log
+        env.update(self.extra_env)
+        log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while not self.port:
+            if self.process.poll() is not None:
+                raise CheckFailed(f"the server exited with {self.process.returncode}:\n{self.log_path.read_text()}")
+            if time.monotonic() > deadline:
+                raise CheckFailed("the server did not log its address")
+            for line in self.log_lines():
+                if line.get("message") == "serving" and "address" in line:
+                    self.host, port = line["address"].rsplit(":", 1)
+                    self.port = int(port)
+            time.sleep(0.02)
+        while True:
+            try:
+                if self.get("/readyz").status == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise CheckFailed("the server did not become ready")
+            time.sleep(0.02)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def connection(self, timeout: float = 30.0) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def get(self, path: str) -> Response:
+        connection = self.connection()
+        try:
+            return exchange(connection, "GET", path, self.auth)
+        finally:
+            connection.close()
+
+    def log_lines(self) -> list[dict]:
+        lines = []
+        for raw in self.log_path.read_bytes().splitlines():
+            try:
+                lines.append(json.loads(raw))
+            except ValueError:
+                lines.append({"level": "RAW", "message": raw.decode("utf-8", "replace")})
+        return lines
+
+    def started_request_ids(self) -> set[str]:
+        """The ids of the requests the server has started processing so far (needs
+        RUST_LOG=tower_http=debug), read incrementally from the log."""
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_offset)
+            data = self._log_rest + log.read()
+            self._log_offset = log.tell()
+        *complete, self._log_rest = data.split(b"\n")
+        for raw in complete:
+            if b"started processing request" not in raw:
+                continue
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            request_id = (line.get("span") or {}).get("request_id")
+            if line.get("message") == "started processing request" and request_id:
+                self._started.add(request_id)
+        return set(self._started)
+
+    def rss_kib(self) -> int:
+        status = Path(f"/proc/{self.pid}/status").read_text()
+        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+        if match is None:
+            raise CheckFailed("no VmRSS for the server")
+        return int(match.group(1))
+
+    def stop(self, timeout: float = 10.0) -> tuple[int | None, float]:
+        """SIGTERM, then the exit status and how long the exit took (None: killed after `timeout`)."""
+        assert self.process is not None
+        started = time.monotonic()
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return None, time.monotonic() - started
+        return code, time.monotonic() - started
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def log_problems(lines: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The server's ERROR lines (a failure) and WARN lines (reported)."""
+    errors = [line for line in lines if line.get("level") in ("ERROR", "RAW")]
+    warnings = [line for line in lines if line.get("level") == "WARN"]
+    return errors, warnings
+
+
+# --- skill files ---------------------------------------------------------------------------------
+
+
+def skill_text(name: str, description: str, body: str) -> str:
+    return f"---\nname: {name}\ndescription: {description}\n---\n{body}"
+
+
+def descriptor_of(folder: str, content: str) -> tuple[str, str]:
+    """(name, description) of a SKILL.md this suite wrote, as the server derives them. An empty file
+    (caught between truncation and write) takes the folder's name and the fallback description."""
+    if content == "":
+        return folder, FALLBACK_DESCRIPTION
+    match = re.match(r"---\nname: (.*)\ndescription: (.*)\n---\n", content)
+    if match is None:
+        raise CheckFailed(f"content of {folder!r} is not a file this suite wrote: {content[:120]!r}")
+    return match.group(1), match.group(2).strip()
+
+
+def write_in_place(path: Path, text: str) -> None:
+    """Truncate and write in one call, as an editor that saves over the file does."""
+    data = text.encode()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write beside the file and rename over it, as git and most tools do."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+# --- HTTP ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    started: float = 0.0
+    finished: float = 0.0
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def exchange(
+    connection: http.client.HTTPConnection,
+    method: str,
+    path: str,
+    headers: dict[str, str],
+    body: bytes | None = None,
+) -> Response:
+    """One request and its complete response (http.client raises on a short body)."""
+    started = time.monotonic()
+    connection.request(method, path, body=body, headers=headers)
+    response = connection.getresponse()
+    data = response.read()
+    received = {name.lower(): value for name, value in response.getheaders()}
+    return Response(response.status, received, data, started, time.monotonic())
+
+
+class Unterminated(Exception):
+    """A chunked body whose connection closed before its last chunk."""
+
+
+def event_lines(response: http.client.HTTPResponse):
+    """The lines of a chunked `text/event-stream` body, read off the connection directly: http.client's
+    own readline() takes a connection closed mid-body for the end of the body, which is exactly what
+    must be told apart here. Returns at the last chunk; raises Unterminated if the connection closes
+    before it."""
+    if not response.chunked:
+        raise CheckFailed("the event stream is not chunked")
+    source = response.fp
+    pending = b""
+    while True:
+        size_line = source.readline(1024)
+        if not size_line.endswith(b"\n"):
+            raise Unterminated(f"closed before the last chunk ({size_line!r})")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            while (trailer := source.readline(1024)) not in (b"\r\n", b"\n"):
+                if not trailer:
+                    raise Unterminated("closed inside the last chunk's trailer")
+            response.close()
+            if pending:
+                yield pending
+            return
+        data = source.read(size + 2)
+        if len(data) != size + 2:
+            raise Unterminated(f"closed inside a chunk ({len(data)} of {size + 2} bytes)")
+        pending += data[:size]
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r")
+
+
+def identity_body(response: Response) -> bytes:
+    """The body as the server prepared it, decompressing a gzip answer."""
+    if response.header("content-encoding") == "gzip":
+        import gzip
+
+        return gzip.decompress(response.body)
+    if response.header("content-encoding") not in (None, "identity"):
+        raise CheckFailed(f"unexpected content-encoding {response.header('content-encoding')!r}")
+    return response.body
+
+
+# --- entity tags ---------------------------------------------------------------------------------
+
+
+def tag_of(*parts: bytes) -> str:
+    """The server's tag: the quoted first 128 bits (hex) of SHA-256 over each part prefixed with
+    its length as a big-endian u64 (src/catalog/snapshot.rs, `ETag::of`)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return '"' + digest.hexdigest()[:32] + '"'
+
+
+def check_listing(body: bytes, etag: str | None) -> dict:
+    """A 200 of `GET /skills`: the header is the tag of the body without its leading `etag` member
+    (the catalog is hashed before its tag is written into it), and the member repeats the header."""
+    if etag is None or not TAG.match(etag):
+        raise CheckFailed(f"GET /skills: bad ETag {etag!r}")
+    prefix = b'{"etag":' + json.dumps(etag).encode() + b","
+    if not body.startswith(prefix):
+        raise CheckFailed(f"GET /skills: the body does not open with its etag member {etag}: {body[:80]!r}")
+    untagged = b"{" + body[len(prefix) :]
+    if tag_of(untagged) != etag:
+        raise CheckFailed(f"GET /skills: ETag {etag} is not the tag of the body ({tag_of(untagged)})")
+    return json.loads(body)
+
+
+def check_manifest(body: bytes, etag: str | None) -> None:
+    if etag is None or tag_of(body) != etag:
+        raise CheckFailed(f"GET /manifest: ETag {etag} is not the tag of the body ({tag_of(body)})")
+
+
+def check_entry(name: str, body: bytes, etag: str | None) -> dict:
+    """A 200 of `GET /skills/{name}`: the entry of that skill, whose ETag is the skill's tag."""
+    entry = json.loads(body)
+    if etag is None or not TAG.match(etag) or entry.get("etag") != etag or entry.get("name") != name:
+        raise CheckFailed(f"GET /skills/{name}: ETag {etag} vs entry {entry}")
+    return entry
+
+
+class Registry:
+    """What the clients saw, shared by every thread: each skill version listed (name and tag to
+    its entry), each content served under a tag, and the contents written to disk."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: dict[tuple[str, str], dict] = {}
+        self.contents: dict[tuple[str, str], str] = {}
+        self.written: dict[str, set[str]] = {}
+        self.failures: list[str] = []
+
+    def fail(self, message: str) -> None:
+        with self.lock:
+            self.failures.append(message)
+
+    def wrote(self, folder: str, text: str) -> None:
+        with self.lock:
+            self.written.setdefault(folder, set()).add(text)
+
+    def listed(self, catalog: dict) -> None:
+        with self.lock:
+            for entry in catalog["skills"]:
+                key = (entry["name"], entry["etag"])
+                known = self.entries.setdefault(key, entry)
+                if known != entry:
+                    self.failures.append(f"one skill tag, two entries: {known} and {entry}")
+
+    def entry(self, name: str, etag: str) -> dict | None:
+        with self.lock:
+            return self.entries.get((name, etag))
+
+    def served(self, name: str, etag: str, content: str) -> None:
+        """One tag always names one content."""
+        with self.lock:
+            known = self.contents.setdefault((name, etag), content)
+            if known != content:
+                self.failures.append(f"{name} {etag}: two contents served under one tag")
+
+    def full_content(self, name: str, etag: str) -> str | None:
+        with self.lock:
+            return self.contents.get((name, etag))
+
+    def was_written(self, folder: str, content: str) -> bool:
+        with self.lock:
+            return content == "" or content in self.written.get(folder, ())
+
+
+def free_port_refused(host: str, port: int) -> bool:
+    """Whether a connection to the port is refused now."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+@dataclass
+class Counter:
+    """Thread-safe counts by key."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    counts: dict = field(default_factory=dict)
+
+    def add(self, key, amount: int = 1) -> None:
+        with self.lock:
+            self.counts[key] = self.counts.get(key, 0) + amount
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return dict(self.counts)

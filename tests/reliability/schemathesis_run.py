@@ -1,0 +1,102 @@
+"""Schemathesis with every check against the served /openapi.json of a server that requires a
+bearer token.
+
+The tree has two sources so that the catalog carries shadowed entries and diagnostics as well as
+skills (every part of the response schemas is exercised), and one long skill so that budgeted
+loads truncate. `/events` is left out: it streams until the server stops, so no response of it
+ever completes (the SIGTERM test covers it). Schemathesis runs in a scratch directory (it keeps
+example databases and crash files in its working directory) with the hooks of
+schemathesis_hooks.py. Exit status: schemathesis's, or 1 if the server misbehaved around it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import harness
+from harness import Server
+
+HERE = Path(__file__).resolve().parent
+
+
+def build_tree(first: Path, second: Path) -> None:
+    skills = {
+        first: {
+            "alpha": ("alpha", "The alpha skill", "# Alpha\n\nStep one.\n"),
+            "beta": ("beta", "The beta skill", "# Beta\n\n" + "A long line of guidance text. " * 4000),
+            "nested/gamma": ("gamma", "A nested skill", "Body of gamma.\n"),
+            "broken": ("not a valid name!", "skipped with a diagnostic", "never listed\n"),
+        },
+        second: {
+            "alpha": ("alpha", "Shadowed by the first source", "Hidden.\n"),
+            "delta": ("delta", "Only in the second source", "Delta body. Unicode too: \u00e9\u4e2d\u2028.\n"),
+        },
+    }
+    for root, entries in skills.items():
+        for folder, (name, description, body) in entries.items():
+            path = root / folder
+            path.mkdir(parents=True)
+            (path / "SKILL.md").write_text(harness.skill_text(name, description, body))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
+    parser.add_argument("--st", type=Path, required=True, help="the schemathesis command")
+    parser.add_argument("--seed", default="1", help="the generation seed ('random' for a new one)")
+    parser.add_argument("--max-examples", type=int, default=100)
+    args = parser.parse_args()
+    harness.require_token_flag(args.binary)
+
+    workdir = Path(tempfile.mkdtemp(prefix="skillcat-schemathesis-"))
+    first, second, scratch = workdir / "first", workdir / "second", workdir / "scratch"
+    scratch.mkdir()
+    build_tree(first, second)
+    with Server(args.binary, [first, second], workdir) as server:
+        url = f"http://{server.host}:{server.port}"
+        catalog = server.get("/skills").json()
+        print(f"schemathesis: server pid {server.pid} at {url}: {len(catalog['skills'])} skills, "
+              f"{len(catalog['shadowed'])} shadowed, {len(catalog['diagnostics'])} diagnostics", flush=True)
+        command = [
+            str(args.st.absolute()), "run", f"{url}/openapi.json",
+            "--checks", "all",
+            "--exclude-path", "/events",
+            "--header", f"Authorization: Bearer {server.token}",
+            "--max-examples", str(args.max_examples),
+            "--request-timeout", "10",
+            "--generation-database", "none",
+            # The bodies carry `token_limit`, which the default sanitizer hides as a secret.
+            "--output-sanitize", "false",
+            "--no-color",
+        ]
+        if args.seed != "random":
+            command += ["--seed", args.seed]
+        env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HERE / "schemathesis_hooks.py")}
+        result = subprocess.run(command, cwd=scratch, env=env, stdin=subprocess.DEVNULL)
+        code, took = server.stop()
+        errors, warnings = harness.log_problems(server.log_lines())
+
+    failed = result.returncode != 0
+    if code != 0:
+        print(f"schemathesis: the server exited with {code} ({took:.1f} s after SIGTERM)")
+        failed = True
+    for line in errors:
+        print(f"schemathesis: server log: {line}")
+        failed = True
+    if warnings:
+        print(f"schemathesis: {len(warnings)} WARN lines in the server log, e.g. {warnings[0]}")
+    if failed:
+        print(f"schemathesis: FAILED; server log kept in {workdir / 'server.log'}")
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
