@@ -121,7 +121,8 @@ class Server:
 
     def started_request_ids(self) -> set[str]:
         """The ids of the requests the server has started processing so far (needs
-        RUST_LOG=tower_http=debug), read incrementally from the log."""
+        RUST_LOG=skillcat::api=debug,tower_http=debug: the request span and its lines), read
+        incrementally from the log."""
         with open(self.log_path, "rb") as log:
             log.seek(self._log_offset)
             data = self._log_rest + log.read()
