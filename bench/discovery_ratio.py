@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from common import cpu_model, usable_cpus
+
 REPO = Path(__file__).resolve().parent.parent
 SKILLS_PER_TEAM = 100
 
@@ -191,23 +193,6 @@ def time_skillcat(binary: Path, config: Path) -> dict:
     if error is not None:
         fail(f"skillcat check reported a source error: {error}")
     return {"seconds": seconds, "skills": skills, "diagnostics": diagnostics, "stdout_bytes": len(result.stdout)}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.lower().startswith(("model name", "hardware", "cpu model")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 0
 
 
 def binary_version(binary: Path) -> str:
