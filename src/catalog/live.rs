@@ -137,9 +137,24 @@ impl LiveCatalog {
             // rescan, and one made before it is seen by this scan. (The other order loses changes
             // made between the scan and the watch, e.g. right after the first catalog is ready, or
             // right after a symlinked root flipped.)
-            if let Some(watcher) = &mut watcher {
-                let complete = watcher.refresh(&self.inner.metrics);
-                self.inner.watch_complete.store(complete, Ordering::Release);
+            if let Some(mut moved) = watcher.take() {
+                // Adding recursive watches walks the trees (every folder of a large catalog):
+                // blocking work, kept off the async workers.
+                let metrics = Arc::clone(&self.inner.metrics);
+                let refreshed = tokio::task::spawn_blocking(move || {
+                    let complete = moved.refresh(&metrics);
+                    (moved, complete)
+                })
+                .await;
+                match refreshed {
+                    Ok((moved, complete)) => {
+                        self.inner.watch_complete.store(complete, Ordering::Release);
+                        watcher = Some(moved);
+                    }
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    // The runtime is shutting down.
+                    Err(_) => return,
+                }
             }
             self.rescan().await;
             tokio::select! {
