@@ -142,14 +142,6 @@ pub struct TokenStore {
 }
 
 impl TokenStore {
-    /// A store that never changes (tests, or tokens not taken from a file).
-    pub fn fixed(tokens: Tokens) -> Self {
-        let (sender, tokens) = watch::channel(Arc::new(tokens));
-        // The receiver keeps the last value after the sender is gone.
-        drop(sender);
-        TokenStore { tokens }
-    }
-
     /// Reads the token file (it must hold at least one token) and keeps re-reading it on changes
     /// and every `recheck` until `shutdown` flips to true.
     pub fn watch_file(
@@ -291,7 +283,8 @@ mod tests {
     #[test]
     fn debug_output_shows_no_token_material() {
         let tokens = parse("s3cr3t\n").unwrap();
-        let shown = format!("{tokens:?} {:?}", TokenStore::fixed(tokens.clone()));
+        let store = TokenStore { tokens: watch::channel(Arc::new(tokens.clone())).1 };
+        let shown = format!("{tokens:?} {store:?}");
         assert!(!shown.contains("s3cr3t"));
         let digest = Sha256::digest(b"s3cr3t");
         assert!(!shown.contains(&format!("{digest:x}")[..8]), "{shown}");

@@ -14,7 +14,7 @@ pub(super) const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
 /// The token a request was let in with (as its digest), for streams that must end when the token
 /// is revoked.
 #[derive(Debug, Clone, Copy)]
-pub struct Authenticated(pub TokenDigest);
+pub(super) struct Authenticated(pub TokenDigest);
 
 /// Lets the request through (marked [`Authenticated`]) or refuses it with a 401.
 pub(super) fn check(app: &App, request: &mut Request) -> Result<(), ApiError> {

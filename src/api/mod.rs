@@ -26,7 +26,6 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
-pub use auth::Authenticated;
 pub use error::{ApiError, Problem};
 pub use skills::MAX_BODY_BYTES;
 
@@ -141,7 +140,7 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
         .merge(Router::from(unbounded))
         .fallback(|| async { ApiError::RouteNotFound })
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal.into_response()))
-        // One middleware for what every request needs (each layer costs an allocation or two
+        // One middleware for what every request needs (each layer boxes a service and a future
         // per request): authentication outside the limits, so a request without credentials
         // never takes a slot; problem bodies for framework errors; metrics.
         .layer(middleware::from_fn_with_state(Arc::clone(&app), every_request))
@@ -149,8 +148,8 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
         .layer(
             TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)).make_span_with(
                 |request: &Request| {
-                    // A debug span: formatting its fields on every request costs more than the
-                    // rest of a small answer; `RUST_LOG=skillcat=debug,tower_http=debug` shows it.
+                    // A debug span, so that at the default `info` its fields are not formatted for
+                    // every request; `RUST_LOG=skillcat=debug,tower_http=debug` shows it.
                     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
                     let id = request.headers().get("x-request-id").and_then(|id| id.to_str().ok()).unwrap_or_default();
                     tracing::debug_span!("request", method = %request.method(), route, request_id = id)

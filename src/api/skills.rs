@@ -13,9 +13,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem};
 use super::http::{SkillPath, precondition_holds, prepared};
-use crate::catalog::{
-    Catalog, CatalogBody, CatalogSkill, CatalogState, Content, ContentCache, SkillEntry, Snapshot, skill_etag,
-};
+use crate::catalog::{Catalog, CatalogBody, CatalogSkill, CatalogState, Content, SkillEntry, Snapshot, skill_etag};
 use crate::server::App;
 
 /// The largest request body accepted.
@@ -134,7 +132,7 @@ async fn skill_content(State(app): State<Arc<App>>, name: SkillPath, headers: He
         (header::ETAG, etag),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
     ];
-    Ok((headers, content.text.clone()).into_response())
+    Ok((headers, content.body()).into_response())
 }
 
 /// The body of `POST /skills/{name}/load`; an empty body, a missing or a null `token_limit` take
@@ -231,10 +229,9 @@ async fn load_skill(
     let body = match content.load(limit.get()) {
         Some(body) => body,
         None => {
-            let text = std::str::from_utf8(&content.text).map_err(|_| ApiError::Internal)?;
-            let result: SkillLoadResult = budget_skill_content(&skill.skill, text, limit);
+            let result: SkillLoadResult = budget_skill_content(&skill.skill, &content.text, limit);
             let body = Bytes::from(serde_json::to_vec(&result).map_err(|_| ApiError::Internal)?);
-            ContentCache::store_load(&content, limit.get(), body.clone());
+            content.store_load(limit.get(), body.clone());
             body
         }
     };

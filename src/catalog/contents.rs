@@ -22,15 +22,37 @@ const LOADS_PER_CONTENT: usize = 2;
 /// A verified content and the load answers made from it.
 #[derive(Debug)]
 pub struct Content {
-    pub text: Bytes,
+    pub text: Arc<str>,
     loads: Mutex<Vec<(u32, Bytes)>>,
 }
 
 impl Content {
+    /// The text as a response body (shared, not copied).
+    pub fn body(&self) -> Bytes {
+        Bytes::from_owner(SharedText(Arc::clone(&self.text)))
+    }
+
     /// The load answer for `limit`, if made before.
     pub fn load(&self, limit: u32) -> Option<Bytes> {
         let loads = self.loads.lock().expect("load answers");
         loads.iter().find(|(known, _)| *known == limit).map(|(_, body)| body.clone())
+    }
+
+    /// Keeps the load answer for `limit` (for the first few limits asked for).
+    pub fn store_load(&self, limit: u32, body: Bytes) {
+        let mut loads = self.loads.lock().expect("load answers");
+        if loads.len() < LOADS_PER_CONTENT && loads.iter().all(|(known, _)| *known != limit) {
+            loads.push((limit, body));
+        }
+    }
+}
+
+/// The text seen as the bytes of a response body.
+struct SharedText(Arc<str>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
     }
 }
 
@@ -59,7 +81,7 @@ impl ContentCache {
     /// Keeps `text`, read and verified as the version tagged `etag` after the change count was
     /// `stamp` (nothing is kept without one); returns it as a [`Content`] either way.
     pub fn insert(&self, etag: &ETag, text: String, stamp: Option<u64>) -> Arc<Content> {
-        let content = Arc::new(Content { text: Bytes::from(text), loads: Mutex::default() });
+        let content = Arc::new(Content { text: Arc::from(text), loads: Mutex::default() });
         let size = content.text.len() * (1 + LOADS_PER_CONTENT);
         let Some(stamp) = stamp.filter(|_| size <= BUDGET_BYTES / 8) else {
             return content;
@@ -79,14 +101,6 @@ impl ContentCache {
         }
         content
     }
-
-    /// Keeps the load answer for `limit` with its content (the first few limits asked for).
-    pub fn store_load(content: &Content, limit: u32, body: Bytes) {
-        let mut loads = content.loads.lock().expect("load answers");
-        if loads.len() < LOADS_PER_CONTENT && loads.iter().all(|(known, _)| *known != limit) {
-            loads.push((limit, body));
-        }
-    }
 }
 
 #[cfg(test)]
@@ -101,7 +115,7 @@ mod tests {
     fn a_content_is_served_only_under_the_stamp_it_was_read_at() {
         let cache = ContentCache::default();
         cache.insert(&tag("a"), "text".into(), Some(7));
-        assert_eq!(cache.get(&tag("a"), Some(7)).unwrap().text, "text");
+        assert_eq!(&*cache.get(&tag("a"), Some(7)).unwrap().text, "text");
         assert!(cache.get(&tag("a"), Some(8)).is_none(), "a file event since");
         assert!(cache.get(&tag("a"), None).is_none(), "no complete watcher");
         assert!(cache.get(&tag("b"), Some(7)).is_none());
@@ -133,7 +147,7 @@ mod tests {
         let cache = ContentCache::default();
         let content = cache.insert(&tag("a"), "text".into(), Some(1));
         for limit in [10, 20, 30] {
-            ContentCache::store_load(&content, limit, Bytes::from(limit.to_string()));
+            content.store_load(limit, Bytes::from(limit.to_string()));
         }
         assert_eq!(content.load(10).unwrap(), "10");
         assert_eq!(content.load(20).unwrap(), "20");

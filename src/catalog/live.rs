@@ -204,12 +204,7 @@ impl LiveCatalog {
                 })
                 .await;
                 match catalog {
-                    Ok(Some(catalog)) => CatalogState::Ready(Box::new(catalog)),
-                    // The same catalog as the published one.
-                    Ok(None) => {
-                        self.inner.metrics.scan_finished(started.elapsed());
-                        return;
-                    }
+                    Ok(catalog) => catalog.map(|catalog| CatalogState::Ready(Box::new(catalog))),
                     Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
                     // The runtime is shutting down.
                     Err(_) => return,
@@ -217,11 +212,13 @@ impl LiveCatalog {
             }
             Err(error) => {
                 tracing::warn!(%error, "a source failed; the catalog is unavailable");
-                CatalogState::Failed(error.to_string())
+                Some(CatalogState::Failed(error.to_string()))
             }
         };
         let metrics = &self.inner.metrics;
         metrics.scan_finished(started.elapsed());
+        // `None`: the same catalog as the published one.
+        let Some(state) = state else { return };
         if let CatalogState::Ready(catalog) = &state {
             metrics.set_catalog_size(catalog.skills.len());
         }
@@ -236,9 +233,7 @@ impl LiveCatalog {
             published = Some(Arc::clone(current));
             true
         });
-        if let Some(snapshot) = published
-            && let CatalogState::Ready(_) = snapshot.state
-        {
+        if let Some(snapshot) = published {
             tokio::task::spawn_blocking(move || {
                 if let CatalogState::Ready(catalog) = &snapshot.state {
                     catalog.compress();

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import shutil
 import os
 import re
 import secrets
@@ -169,6 +170,20 @@ class Server:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def verdict(name: str, failures: list[str], workdir: Path) -> int:
+    """Prints the part's verdict; keeps its work folder (server log, tree) only when it failed.
+    Returns the exit status."""
+    if failures:
+        print(f"\n{name.upper()} FAILED: {len(failures)} failures")
+        for failure in failures[:50]:
+            print(f"  - {failure}")
+        print(f"server log and tree kept in {workdir}")
+        return 1
+    print(f"\n{name} passed")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
 
 
 def log_problems(lines: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -46,7 +46,6 @@ import hashlib
 import http.client
 import json
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -426,15 +425,7 @@ def main() -> int:
           f"{[None if s.ended is None else round(s.ended - sigterm_at, 3) for s in streams]} s after SIGTERM: "
           f"{sorted({s.outcome for s in streams})}")
     print(f"server: exit status {code}, {exit_seconds:.2f} s after SIGTERM; port refused afterwards: {refused_after}")
-    if failures:
-        print(f"\nSIGTERM FAILED: {len(failures)} failures")
-        for failure in failures[:50]:
-            print(f"  - {failure}")
-        print(f"server log and tree kept in {workdir}")
-        return 1
-    print("\nsigterm passed")
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return harness.verdict("sigterm", failures, workdir)
 
 
 if __name__ == "__main__":

@@ -613,15 +613,7 @@ def main() -> int:
             registry.fail(f"{reader.name}: only {reader.events} events in {args.seconds:.0f} s")
     judge_rss(rss, args.seconds, registry)
 
-    if registry.failures:
-        print(f"\nSOAK FAILED: {len(registry.failures)} failures")
-        for failure in registry.failures[:50]:
-            print(f"  - {failure}")
-        print(f"server log and tree kept in {workdir}")
-        return 1
-    print("\nsoak passed")
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return harness.verdict("soak", registry.failures, workdir)
 
 
 if __name__ == "__main__":
