@@ -24,7 +24,7 @@ pub enum ConfigError {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
-    pub listen: Option<String>,
+    pub listen: Option<std::net::SocketAddr>,
     #[serde(default)]
     pub sources: Vec<SourceConfig>,
 }

@@ -4,6 +4,7 @@
 //! sources, the live catalog, the HTTP API, the server and the command line.
 
 pub mod api;
+pub mod app;
 pub mod auth;
 pub mod catalog;
 pub mod cli;

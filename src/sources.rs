@@ -27,18 +27,13 @@ pub struct Sources {
 }
 
 impl Sources {
-    /// `content_versions`: whether directory scans record each skill's content version (a server
-    /// tags content with it; the offline commands do not need it).
-    pub fn build(configs: &[SourceConfig], content_versions: bool) -> std::io::Result<Self> {
+    pub fn build(configs: &[SourceConfig]) -> std::io::Result<Self> {
         let mut discoverers: Vec<Arc<dyn SkillDiscoverer>> = Vec::with_capacity(configs.len());
         let mut info = Vec::with_capacity(configs.len());
         for config in configs {
             match config {
                 SourceConfig::Directory { name, roots, max_entries, max_depth } => {
-                    let mut discoverer = DirectorySkillDiscoverer::with_limits(roots, *max_entries, *max_depth)?;
-                    if content_versions {
-                        discoverer = discoverer.with_content_versions();
-                    }
+                    let discoverer = DirectorySkillDiscoverer::with_limits(roots, *max_entries, *max_depth)?;
                     let absolute: Vec<_> =
                         discoverer.roots().iter().map(|root| root.clone().into_os_string().into()).collect();
                     let label = name.clone().unwrap_or_else(|| {

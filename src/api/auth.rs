@@ -1,12 +1,16 @@
 //! Bearer-token authentication: with a token file, every route but the probes needs
 //! `Authorization: Bearer <token>`.
 
-use axum::extract::{MatchedPath, Request};
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
 
 use super::error::ApiError;
+use crate::app::App;
 use crate::auth::{TokenDigest, Tokens};
-use crate::server::App;
 
 /// Routes a probe reaches without credentials (a kubelet carries none).
 pub(super) const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
@@ -16,8 +20,16 @@ pub(super) const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Authenticated(pub TokenDigest);
 
-/// Lets the request through (marked [`Authenticated`]) or refuses it with a 401.
-pub(super) fn check(app: &App, request: &mut Request) -> Result<(), ApiError> {
+/// The authentication layer: lets the request through (marked [`Authenticated`]) or refuses it
+/// with a 401.
+pub(super) async fn require_token(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    match check(&app, &mut request) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+fn check(app: &App, request: &mut Request) -> Result<(), ApiError> {
     let Some(store) = &app.tokens else {
         return Ok(());
     };

@@ -1,9 +1,9 @@
 //! Every error the API answers, as RFC 9457 problem details, mapped to a status in one place.
 
+use crate::catalog::CatalogError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use skillcat_core::SkillError;
 
 /// An RFC 9457 problem: `application/problem+json`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -15,6 +15,44 @@ pub struct Problem {
     pub title: &'static str,
     pub status: u16,
     pub detail: String,
+}
+
+/// The problem answers several operations share, declared once for the OpenAPI document.
+#[expect(dead_code, reason = "the types describe responses for the document; none is built")]
+pub mod responses {
+    use super::Problem;
+
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 400, description = "Invalid skill name", content_type = "application/problem+json")]
+    pub struct InvalidName(pub Problem);
+
+    #[derive(utoipa::IntoResponses)]
+    #[response(status = 404, description = "No such skill", content_type = "application/problem+json")]
+    pub struct UnknownSkill(pub Problem);
+
+    #[derive(utoipa::IntoResponses)]
+    #[response(
+        status = 409,
+        description = "The skill changed or vanished; refresh discovery and retry",
+        content_type = "application/problem+json"
+    )]
+    pub struct Changed(pub Problem);
+
+    #[derive(utoipa::IntoResponses)]
+    #[response(
+        status = 412,
+        description = "An If-Match header does not name the skill's current tag",
+        content_type = "application/problem+json"
+    )]
+    pub struct PreconditionFailed(pub Problem);
+
+    #[derive(utoipa::IntoResponses)]
+    #[response(
+        status = 503,
+        description = "The catalog is unavailable: a source failed, or the first discovery is still running",
+        content_type = "application/problem+json"
+    )]
+    pub struct Unavailable(pub Problem);
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,17 +141,18 @@ impl ApiError {
     }
 }
 
-impl From<SkillError> for ApiError {
-    fn from(error: SkillError) -> Self {
-        if error.is_stale() {
-            let name = match &error {
-                SkillError::NotInCatalog { name, .. } | SkillError::Changed { name } => name.to_string(),
-                _ => String::new(),
-            };
-            return ApiError::Changed(name);
+impl From<CatalogError> for ApiError {
+    fn from(error: CatalogError) -> Self {
+        match error {
+            CatalogError::NotReady => ApiError::NotReady,
+            CatalogError::Unavailable(message) => ApiError::CatalogUnavailable(message),
+            CatalogError::UnknownSkill(name) => ApiError::SkillNotFound(name.to_string()),
+            CatalogError::Changed(name) => ApiError::Changed(name.to_string()),
+            CatalogError::Read { .. } => {
+                tracing::error!(%error, "a source failed to read a skill");
+                ApiError::Internal
+            }
         }
-        tracing::error!(%error, "a source failed to load a skill");
-        ApiError::Internal
     }
 }
 

@@ -14,10 +14,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::auth::Authenticated;
+use crate::app::App;
 use crate::auth::{TokenDigest, Tokens};
 use crate::catalog::Snapshot;
 use crate::observability::SseClient;
-use crate::server::App;
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -86,7 +86,7 @@ impl EventStream {
         if !std::mem::take(&mut self.first) {
             tokio::select! {
                 changed = self.snapshots.changed() => changed.ok()?,
-                () = crate::catalog::stopped(&mut self.shutdown) => return None,
+                () = crate::app::stopped(&mut self.shutdown) => return None,
                 () = revoked(self.access.as_mut()) => return None,
             }
         }

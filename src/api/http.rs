@@ -5,10 +5,11 @@ use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use headers::{HeaderMapExt as _, IfMatch, IfNoneMatch};
 use skillcat_core::SkillName;
 
 use super::error::ApiError;
-use crate::catalog::{Body, ETag};
+use crate::catalog::PreparedBody;
 
 /// The `{name}` of a skill route, valid by construction.
 #[derive(Debug)]
@@ -23,52 +24,25 @@ impl<S: Send + Sync> FromRequestParts<S> for SkillPath {
     }
 }
 
-/// The entity tags of an `If-Match` or `If-None-Match` header: `None` for `*`.
-fn tags(value: &str) -> Option<Vec<(bool, &str)>> {
-    if value.trim() == "*" {
-        return None;
-    }
-    Some(
-        value
-            .split(',')
-            .map(str::trim)
-            .filter(|tag| !tag.is_empty())
-            .map(|tag| match tag.strip_prefix("W/") {
-                Some(opaque) => (true, opaque),
-                None => (false, tag),
-            })
-            .collect(),
-    )
+/// `If-None-Match` (weak comparison): whether the client's copy is current.
+pub fn not_modified(headers: &HeaderMap, etag: &headers::ETag) -> bool {
+    headers.typed_get::<IfNoneMatch>().is_some_and(|condition| !condition.precondition_passes(etag))
 }
 
-fn header_values<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> Vec<&'a str> {
+/// `If-Match` (strong comparison): whether the request may proceed. Tags that cannot be read
+/// match nothing.
+pub fn precondition_holds(headers: &HeaderMap, etag: &headers::ETag) -> bool {
+    headers.typed_get::<IfMatch>().is_none_or(|condition| condition.precondition_passes(etag))
+}
+
+fn header_values<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> impl Iterator<Item = &'a str> {
     // A header that is not visible ASCII matches nothing rather than failing the request.
-    headers.get_all(name).iter().filter_map(|value| value.to_str().ok()).collect()
-}
-
-/// `If-None-Match` with weak comparison: whether the client's copy is current.
-pub fn not_modified(headers: &HeaderMap, etag: &ETag) -> bool {
-    header_values(headers, &header::IF_NONE_MATCH).iter().any(|value| match tags(value) {
-        None => true,
-        Some(tags) => tags.iter().any(|(_, opaque)| *opaque == etag.as_str()),
-    })
-}
-
-/// `If-Match` with strong comparison: whether the request may proceed.
-pub fn precondition_holds(headers: &HeaderMap, etag: &ETag) -> bool {
-    let values = header_values(headers, &header::IF_MATCH);
-    if headers.get(header::IF_MATCH).is_none() {
-        return true;
-    }
-    values.iter().any(|value| match tags(value) {
-        None => true,
-        Some(tags) => tags.iter().any(|(weak, opaque)| !weak && *opaque == etag.as_str()),
-    })
+    headers.get_all(name).iter().filter_map(|value| value.to_str().ok())
 }
 
 /// Whether the client accepts gzip (`Accept-Encoding: gzip` without `q=0`).
 fn accepts_gzip(headers: &HeaderMap) -> bool {
-    header_values(headers, &header::ACCEPT_ENCODING).iter().flat_map(|value| value.split(',')).any(|coding| {
+    header_values(headers, &header::ACCEPT_ENCODING).flat_map(|value| value.split(',')).any(|coding| {
         let mut parts = coding.split(';').map(str::trim);
         let name = parts.next().unwrap_or_default();
         let zero = parts.any(|parameter| {
@@ -79,13 +53,13 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 }
 
 /// A prepared body, honouring `If-None-Match` (304) and `Accept-Encoding`.
-pub fn prepared(headers: &HeaderMap, body: &Body, content_type: &'static str) -> Response {
+pub fn prepared(headers: &HeaderMap, body: &PreparedBody, content_type: &'static str) -> Response {
     let common = [
         (header::ETAG, body.etag_header.clone()),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         (header::VARY, HeaderValue::from_static("accept-encoding")),
     ];
-    if not_modified(headers, &body.etag) {
+    if not_modified(headers, &body.tag) {
         return (StatusCode::NOT_MODIFIED, common).into_response();
     }
     let content_type = [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))];
@@ -110,17 +84,29 @@ mod tests {
 
     #[test]
     fn conditional_comparisons() {
-        let etag = ETag::of(&[b"x"]);
-        let tag = etag.as_str().to_owned();
-        assert!(not_modified(&headers(header::IF_NONE_MATCH, &tag), &etag));
-        assert!(not_modified(&headers(header::IF_NONE_MATCH, &format!("\"other\", W/{tag}")), &etag));
-        assert!(not_modified(&headers(header::IF_NONE_MATCH, "*"), &etag));
-        assert!(!not_modified(&headers(header::IF_NONE_MATCH, "\"other\""), &etag));
+        let etag: headers::ETag = "\"3f2a\"".parse().unwrap();
+        let none_match = |value: &str| not_modified(&headers(header::IF_NONE_MATCH, value), &etag);
+        let matches = |value: &str| precondition_holds(&headers(header::IF_MATCH, value), &etag);
+        assert!(none_match("\"3f2a\""));
+        assert!(none_match("\"other\", W/\"3f2a\""));
+        assert!(none_match("*"));
+        assert!(!none_match("\"other\""));
+        assert!(!none_match("3f2a"), "an unquoted tag is no tag");
+        // An opaque tag may hold a comma.
+        assert!(none_match("\"a,b\", \"3f2a\""));
+        assert!(!none_match("\"a,\"3f2a\"\""));
         assert!(precondition_holds(&HeaderMap::new(), &etag));
-        assert!(precondition_holds(&headers(header::IF_MATCH, &tag), &etag));
-        assert!(precondition_holds(&headers(header::IF_MATCH, "*"), &etag));
-        assert!(!precondition_holds(&headers(header::IF_MATCH, &format!("W/{tag}")), &etag));
-        assert!(!precondition_holds(&headers(header::IF_MATCH, "\"other\""), &etag));
+        assert!(matches("\"3f2a\""));
+        assert!(matches("*"));
+        assert!(matches("\"x,y\", \"3f2a\""));
+        assert!(!matches("\"a,b\""));
+        assert!(!matches("W/\"3f2a\""), "If-Match compares strongly");
+        assert!(!matches("\"other\""));
+        assert!(!matches("not a tag"));
+        // Several header lines are one list.
+        let mut lines = headers(header::IF_MATCH, "\"other\"");
+        lines.append(header::IF_MATCH, HeaderValue::from_static("\"3f2a\""));
+        assert!(precondition_holds(&lines, &etag));
     }
 
     #[test]

@@ -8,10 +8,9 @@ use axum::response::Response;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, Problem};
+use super::error::{ApiError, responses};
 use super::http::prepared;
-use super::skills::ready;
-use crate::server::App;
+use crate::app::App;
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new().routes(routes!(manifest))
@@ -27,10 +26,9 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
         (status = 200, description = "The manifest", body = String, content_type = "text/plain; charset=utf-8",
             headers(("ETag" = String, description = "Strong tag of the manifest"))),
         (status = 304, description = "The client's copy is current"),
-        (status = 503, description = "The catalog is unavailable", body = Problem, content_type = "application/problem+json"),
+        responses::Unavailable,
     ))]
 async fn manifest(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
-    let catalog = ready(&snapshot)?;
-    Ok(prepared(&headers, &catalog.manifest, "text/plain; charset=utf-8"))
+    Ok(prepared(&headers, &snapshot.ready()?.manifest, "text/plain; charset=utf-8"))
 }

@@ -29,7 +29,7 @@ use utoipa_axum::router::OpenApiRouter;
 pub use error::{ApiError, Problem};
 pub use skills::MAX_BODY_BYTES;
 
-use crate::server::App;
+use crate::app::App;
 
 /// Limits of the bounded (non-streaming) routes.
 #[derive(Debug, Clone)]
@@ -80,15 +80,16 @@ pub fn openapi_document() -> String {
     document.to_pretty_json().expect("the document serializes") + "\n"
 }
 
-/// Bearer authentication, as a server with a token file requires it: the scheme, required by
-/// every operation but the probes, and its 401 answer.
+/// Bearer authentication: the scheme and its 401 answer on every operation but the probes. It is
+/// optional (`{}` or bearer), since only a server with a token file requires it.
 fn declare_bearer_auth(document: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
     use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder, header::Header};
 
     let scheme = SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer));
     document.components.get_or_insert_with(Default::default).add_security_scheme("bearer", scheme);
-    document.security = Some(vec![SecurityRequirement::new("bearer", Vec::<String>::new())]);
+    document.security =
+        Some(vec![SecurityRequirement::default(), SecurityRequirement::new("bearer", Vec::<String>::new())]);
     let unauthorized = ResponseBuilder::new()
         .description("Missing or invalid bearer token (only when the server runs with --token-file)")
         .header(
@@ -140,10 +141,11 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
         .merge(Router::from(unbounded))
         .fallback(|| async { ApiError::RouteNotFound })
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal.into_response()))
-        // One middleware for what every request needs (each layer boxes a service and a future
-        // per request): authentication outside the limits, so a request without credentials
-        // never takes a slot; problem bodies for framework errors; metrics.
-        .layer(middleware::from_fn_with_state(Arc::clone(&app), every_request))
+        .layer(middleware::map_response(problem_for_bare_errors))
+        // Outside the limits, so that a request without credentials never takes a slot.
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), auth::require_token))
+        // Outermost but for tracing: refusals count too.
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), record_metrics))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(
             TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)).make_span_with(
@@ -181,13 +183,11 @@ impl MakeRequestId for NextRequestId {
     }
 }
 
-async fn every_request(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+/// The metrics layer: every answer, by route and status, and how long it took.
+async fn record_metrics(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = request.extensions().get::<MatchedPath>().cloned();
-    let response = match auth::check(&app, &mut request) {
-        Ok(()) => problem_for_bare_errors(next.run(request).await),
-        Err(refused) => refused.into_response(),
-    };
+    let response = next.run(request).await;
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
     app.metrics.request(route, response.status().as_u16(), started.elapsed());
     response
@@ -195,7 +195,7 @@ async fn every_request(State(app): State<Arc<App>>, mut request: Request, next: 
 
 /// Errors made by the framework rather than a handler (405, a rejected body) get the same
 /// problem body as every other error.
-fn problem_for_bare_errors(response: Response) -> Response {
+async fn problem_for_bare_errors(response: Response) -> Response {
     let status = response.status();
     let is_problem = response
         .headers()

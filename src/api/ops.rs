@@ -10,8 +10,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem};
+use crate::app::App;
 use crate::catalog::CatalogState;
-use crate::server::App;
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()

@@ -1,20 +1,21 @@
 //! `/skills`: the catalog, one skill, its content and budgeted loads.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use axum::body::{Body as RequestBody, Bytes};
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
-use skillcat_core::{ContentVersion, SkillDiscoverer, SkillLoadResult, TokenLimit, budget_skill_content};
+use serde::{Deserialize, Serialize};
+use skillcat_core::TokenLimit;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, Problem};
-use super::http::{SkillPath, precondition_holds, prepared};
-use crate::catalog::{Catalog, CatalogBody, CatalogSkill, CatalogState, Content, SkillEntry, Snapshot, skill_etag};
-use crate::server::App;
+use super::error::{ApiError, Problem, responses};
+use super::http::{SkillPath, not_modified, precondition_holds, prepared};
+use crate::app::App;
+use crate::catalog::{CatalogBody, SkillEntry};
 
 /// The largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -27,41 +28,6 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(load_skill))
 }
 
-/// The current catalog, or why there is none.
-pub fn ready(snapshot: &Snapshot) -> Result<&Catalog, ApiError> {
-    match &snapshot.state {
-        CatalogState::Ready(catalog) => Ok(catalog),
-        CatalogState::Starting => Err(ApiError::NotReady),
-        CatalogState::Failed(message) => Err(ApiError::CatalogUnavailable(message.clone())),
-    }
-}
-
-fn find<'a>(catalog: &'a Catalog, SkillPath(name): &SkillPath) -> Result<&'a CatalogSkill, ApiError> {
-    catalog.get(name).map(|skill| &**skill).ok_or_else(|| ApiError::SkillNotFound(name.to_string()))
-}
-
-/// The skill's content now, refused (409) unless it is exactly the version the catalog lists.
-/// A content read earlier is reused while no file event arrived since (see `ContentCache`).
-async fn current_content(app: &App, skill: &CatalogSkill) -> Result<Arc<Content>, ApiError> {
-    let catalog = &app.catalog;
-    // Taken before reading: an event during the read makes the next request read again.
-    let stamp = catalog.change_stamp();
-    if let Some(content) = catalog.contents().get(&skill.entry.etag, stamp) {
-        return Ok(content);
-    }
-    let content = catalog.sources().composite.load(&skill.skill).await.inspect_err(|error| {
-        // The file vanished or changed under the source: the snapshot is stale as well.
-        if error.is_stale() {
-            catalog.request_rescan();
-        }
-    })?;
-    if skill_etag(&skill.entry.source, &skill.skill, Some(ContentVersion::of(&content))) != skill.entry.etag {
-        catalog.request_rescan();
-        return Err(ApiError::Changed(skill.skill.name().to_string()));
-    }
-    Ok(catalog.contents().insert(&skill.entry.etag, content, stamp))
-}
-
 /// The catalog: every skill in name order, the descriptors other sources hide, and what was
 /// skipped.
 #[utoipa::path(get, path = "/skills", tag = "skills",
@@ -72,12 +38,11 @@ async fn current_content(app: &App, skill: &CatalogSkill) -> Result<Arc<Content>
         (status = 200, description = "The catalog", body = CatalogBody,
             headers(("ETag" = String, description = "Strong tag of the catalog"))),
         (status = 304, description = "The client's copy is current"),
-        (status = 503, description = "A source failed, or the first discovery is still running", body = Problem, content_type = "application/problem+json"),
+        responses::Unavailable,
     ))]
 async fn list_skills(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
-    let catalog = ready(&snapshot)?;
-    Ok(prepared(&headers, &catalog.listing, "application/json"))
+    Ok(prepared(&headers, &snapshot.ready()?.listing, "application/json"))
 }
 
 /// One skill, as `GET /skills` lists it.
@@ -90,13 +55,17 @@ async fn list_skills(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<
         (status = 200, description = "The skill", body = SkillEntry,
             headers(("ETag" = String, description = "The skill's tag"))),
         (status = 304, description = "The client's copy is current"),
-        (status = 400, description = "Invalid skill name", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The catalog is unavailable", body = Problem, content_type = "application/problem+json"),
+        responses::InvalidName,
+        responses::UnknownSkill,
+        responses::Unavailable,
     ))]
-async fn get_skill(State(app): State<Arc<App>>, name: SkillPath, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn get_skill(
+    State(app): State<Arc<App>>,
+    SkillPath(name): SkillPath,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
-    let skill = find(ready(&snapshot)?, &name)?;
+    let skill = snapshot.ready()?.skill(&name)?;
     Ok(prepared(&headers, &skill.body, "application/json"))
 }
 
@@ -110,26 +79,30 @@ async fn get_skill(State(app): State<Arc<App>>, name: SkillPath, headers: Header
         (status = 200, description = "The content", body = String, content_type = "text/markdown; charset=utf-8",
             headers(("ETag" = String, description = "The skill's tag"))),
         (status = 304, description = "The client's copy is current"),
-        (status = 400, description = "Invalid skill name", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The skill changed or vanished; refresh discovery and retry", body = Problem, content_type = "application/problem+json"),
-        (status = 412, description = "An If-Match header does not name the skill's current tag", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The catalog is unavailable", body = Problem, content_type = "application/problem+json"),
+        responses::InvalidName,
+        responses::UnknownSkill,
+        responses::Changed,
+        responses::PreconditionFailed,
+        responses::Unavailable,
     ))]
-async fn skill_content(State(app): State<Arc<App>>, name: SkillPath, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn skill_content(
+    State(app): State<Arc<App>>,
+    SkillPath(name): SkillPath,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
-    let skill = find(ready(&snapshot)?, &name)?;
-    if !precondition_holds(&headers, &skill.entry.etag) {
+    let skill = snapshot.ready()?.skill(&name)?;
+    let tag = &skill.body;
+    if !precondition_holds(&headers, &tag.tag) {
         return Err(ApiError::PreconditionFailed);
     }
-    let etag = HeaderValue::from_str(skill.entry.etag.as_str()).expect("tags are visible ASCII");
-    if super::http::not_modified(&headers, &skill.entry.etag) {
-        return Ok((axum::http::StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
+    if not_modified(&headers, &tag.tag) {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, tag.etag_header.clone())]).into_response());
     }
-    let content = current_content(&app, skill).await?;
+    let content = app.catalog.content(skill).await?;
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("text/markdown; charset=utf-8")),
-        (header::ETAG, etag),
+        (header::ETAG, tag.etag_header.clone()),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
     ];
     Ok((headers, content.body()).into_response())
@@ -137,12 +110,13 @@ async fn skill_content(State(app): State<Arc<App>>, name: SkillPath, headers: He
 
 /// The body of `POST /skills/{name}/load`; an empty body, a missing or a null `token_limit` take
 /// the default.
-#[derive(Debug, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadRequest {
     /// The budget in estimated tokens (4 UTF-8 bytes each).
-    #[schema(minimum = 1, maximum = 100000, default = 10000)]
-    pub token_limit: Option<u32>,
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 100000, default = 10000)]
+    #[serde(default)]
+    pub token_limit: Option<TokenLimit>,
 }
 
 /// nagents' `SkillLoadResult`.
@@ -161,7 +135,8 @@ pub struct LoadResult {
 }
 
 /// Reads the body of a load: empty, or a JSON object with an optional integer `token_limit`.
-async fn load_request(headers: &HeaderMap, body: RequestBody) -> Result<TokenLimit, ApiError> {
+/// A body that is not JSON is a 400; JSON of another shape, or other values, a 422.
+async fn load_request(headers: &HeaderMap, body: Body) -> Result<TokenLimit, ApiError> {
     let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|error| {
         let too_large =
             std::error::Error::source(&error).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
@@ -178,21 +153,38 @@ async fn load_request(headers: &HeaderMap, body: RequestBody) -> Result<TokenLim
     if !json {
         return Err(ApiError::UnsupportedMediaType);
     }
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|error| ApiError::MalformedJson(error.to_string()))?;
-    let serde_json::Value::Object(fields) = value else {
-        return Err(ApiError::InvalidBody("the body must be a JSON object".into()));
+    let malformed = |error: serde_json::Error| match error.classify() {
+        serde_json::error::Category::Data => ApiError::InvalidBody(error.to_string()),
+        _ => ApiError::MalformedJson(error.to_string()),
     };
-    if let Some(unknown) = fields.keys().find(|key| *key != "token_limit") {
-        return Err(ApiError::InvalidBody(format!("unknown field '{unknown}'; the only field is token_limit")));
-    }
-    match fields.get("token_limit") {
-        None | Some(serde_json::Value::Null) => Ok(TokenLimit::DEFAULT),
-        Some(limit) => limit
-            .as_u64()
-            .filter(|_| limit.is_u64())
-            .and_then(|limit| TokenLimit::new(limit).ok())
-            .ok_or_else(|| ApiError::InvalidBody("token_limit must be an integer between 1 and 100000".into())),
+    // The syntax first, then the shape: a body cut short is malformed even where its start
+    // already names a field twice.
+    serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).map_err(malformed)?;
+    let Object(request) = serde_json::from_slice::<Object<LoadRequest>>(&bytes).map_err(malformed)?;
+    Ok(request.token_limit.unwrap_or_default())
+}
+
+/// A JSON object read as `T`: serde's derived structs also accept an array of their fields'
+/// values, which a request body must not be.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<T>(PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visitor<T> {
+            type Value = T;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+
+        deserializer.deserialize_map(Visitor(PhantomData)).map(Object)
     }
 }
 
@@ -205,36 +197,27 @@ async fn load_request(headers: &HeaderMap, body: RequestBody) -> Result<TokenLim
     responses(
         (status = 200, description = "The budgeted load", body = LoadResult),
         (status = 400, description = "Invalid skill name or malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The skill changed or vanished; refresh discovery and retry", body = Problem, content_type = "application/problem+json"),
-        (status = 412, description = "An If-Match header does not name the skill's current tag", body = Problem, content_type = "application/problem+json"),
+        responses::UnknownSkill,
+        responses::Changed,
+        responses::PreconditionFailed,
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "A body that is not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "token_limit is not an integer from 1 to 100000, or an unknown field", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The catalog is unavailable", body = Problem, content_type = "application/problem+json"),
+        responses::Unavailable,
     ))]
 async fn load_skill(
     State(app): State<Arc<App>>,
-    name: SkillPath,
+    SkillPath(name): SkillPath,
     headers: HeaderMap,
-    body: RequestBody,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let limit = load_request(&headers, body).await?;
     let snapshot = app.catalog.snapshot();
-    let skill = find(ready(&snapshot)?, &name)?;
-    if !precondition_holds(&headers, &skill.entry.etag) {
+    let skill = snapshot.ready()?.skill(&name)?;
+    if !precondition_holds(&headers, &skill.body.tag) {
         return Err(ApiError::PreconditionFailed);
     }
-    let content = current_content(&app, skill).await?;
-    let body = match content.load(limit.get()) {
-        Some(body) => body,
-        None => {
-            let result: SkillLoadResult = budget_skill_content(&skill.skill, &content.text, limit);
-            let body = Bytes::from(serde_json::to_vec(&result).map_err(|_| ApiError::Internal)?);
-            content.store_load(limit.get(), body.clone());
-            body
-        }
-    };
+    let body = app.catalog.content(skill).await?.load_answer(limit);
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),

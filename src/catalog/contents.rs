@@ -10,6 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
+use skillcat_core::{Skill, TokenLimit, budget_skill_content};
 
 use super::ETag;
 
@@ -19,31 +20,42 @@ const BUDGET_BYTES: usize = 4 << 20;
 /// Load answers kept per content (for different token limits).
 const LOADS_PER_CONTENT: usize = 2;
 
-/// A verified content and the load answers made from it.
+/// A skill's verified content and the load answers made from it.
 #[derive(Debug)]
 pub struct Content {
-    pub text: Arc<str>,
-    loads: Mutex<Vec<(u32, Bytes)>>,
+    skill: Skill,
+    text: Arc<str>,
+    loads: Mutex<Vec<(TokenLimit, Bytes)>>,
 }
 
 impl Content {
+    pub(super) fn new(skill: Skill, text: String) -> Self {
+        Content { skill, text: Arc::from(text), loads: Mutex::default() }
+    }
+
     /// The text as a response body (shared, not copied).
     pub fn body(&self) -> Bytes {
         Bytes::from_owner(SharedText(Arc::clone(&self.text)))
     }
 
-    /// The load answer for `limit`, if made before.
-    pub fn load(&self, limit: u32) -> Option<Bytes> {
-        let loads = self.loads.lock().expect("load answers");
-        loads.iter().find(|(known, _)| *known == limit).map(|(_, body)| body.clone())
-    }
-
-    /// Keeps the load answer for `limit` (for the first few limits asked for).
-    pub fn store_load(&self, limit: u32, body: Bytes) {
+    /// nagents' `SkillLoadResult` for `limit`, as JSON; the answers for the first few limits
+    /// asked for are kept.
+    pub fn load_answer(&self, limit: TokenLimit) -> Bytes {
+        let known = self.loads.lock().expect("load answers").iter().find(|(known, _)| *known == limit).cloned();
+        if let Some((_, body)) = known {
+            return body;
+        }
+        let result = budget_skill_content(&self.skill, &self.text, limit);
+        let body = Bytes::from(serde_json::to_vec(&result).expect("load results serialize"));
         let mut loads = self.loads.lock().expect("load answers");
         if loads.len() < LOADS_PER_CONTENT && loads.iter().all(|(known, _)| *known != limit) {
-            loads.push((limit, body));
+            loads.push((limit, body.clone()));
         }
+        body
+    }
+
+    fn cost(&self) -> usize {
+        self.text.len() * (1 + LOADS_PER_CONTENT)
     }
 }
 
@@ -57,7 +69,7 @@ impl AsRef<[u8]> for SharedText {
 }
 
 #[derive(Debug, Default)]
-pub struct ContentCache {
+pub(super) struct ContentCache {
     state: Mutex<State>,
 }
 
@@ -71,24 +83,24 @@ struct State {
 
 impl ContentCache {
     /// The content tagged `etag`, if it was read while the change count was `stamp`.
-    pub fn get(&self, etag: &ETag, stamp: Option<u64>) -> Option<Arc<Content>> {
+    pub(super) fn get(&self, etag: &ETag, stamp: Option<u64>) -> Option<Arc<Content>> {
         let stamp = stamp?;
         let state = self.state.lock().expect("content cache");
         let (content, read_at) = state.entries.get(etag)?;
         (*read_at == stamp).then(|| Arc::clone(content))
     }
 
-    /// Keeps `text`, read and verified as the version tagged `etag` after the change count was
-    /// `stamp` (nothing is kept without one); returns it as a [`Content`] either way.
-    pub fn insert(&self, etag: &ETag, text: String, stamp: Option<u64>) -> Arc<Content> {
-        let content = Arc::new(Content { text: Arc::from(text), loads: Mutex::default() });
-        let size = content.text.len() * (1 + LOADS_PER_CONTENT);
+    /// Keeps `content`, read and verified as the version tagged `etag` after the change count
+    /// was `stamp` (nothing is kept without one); returns it shared either way.
+    pub(super) fn insert(&self, etag: &ETag, content: Content, stamp: Option<u64>) -> Arc<Content> {
+        let content = Arc::new(content);
+        let size = content.cost();
         let Some(stamp) = stamp.filter(|_| size <= BUDGET_BYTES / 8) else {
             return content;
         };
         let mut state = self.state.lock().expect("content cache");
         if let Some((old, _)) = state.entries.insert(etag.clone(), (Arc::clone(&content), stamp)) {
-            state.bytes -= old.text.len() * (1 + LOADS_PER_CONTENT);
+            state.bytes -= old.cost();
         } else {
             state.order.push_back(etag.clone());
         }
@@ -96,7 +108,7 @@ impl ContentCache {
         while state.bytes > BUDGET_BYTES {
             let Some(oldest) = state.order.pop_front() else { break };
             if let Some((evicted, _)) = state.entries.remove(&oldest) {
-                state.bytes -= evicted.text.len() * (1 + LOADS_PER_CONTENT);
+                state.bytes -= evicted.cost();
             }
         }
         content
@@ -111,16 +123,20 @@ mod tests {
         ETag::of(&[name.as_bytes()])
     }
 
+    fn content(text: &str) -> Content {
+        Content::new(Skill::new("a", "d", "/a/SKILL.md").unwrap(), text.to_owned())
+    }
+
     #[test]
     fn a_content_is_served_only_under_the_stamp_it_was_read_at() {
         let cache = ContentCache::default();
-        cache.insert(&tag("a"), "text".into(), Some(7));
+        cache.insert(&tag("a"), content("text"), Some(7));
         assert_eq!(&*cache.get(&tag("a"), Some(7)).unwrap().text, "text");
         assert!(cache.get(&tag("a"), Some(8)).is_none(), "a file event since");
         assert!(cache.get(&tag("a"), None).is_none(), "no complete watcher");
         assert!(cache.get(&tag("b"), Some(7)).is_none());
         // Without a stamp nothing is kept.
-        cache.insert(&tag("c"), "text".into(), None);
+        cache.insert(&tag("c"), content("text"), None);
         assert!(cache.get(&tag("c"), Some(7)).is_none());
     }
 
@@ -129,28 +145,33 @@ mod tests {
         let cache = ContentCache::default();
         let text = "x".repeat(BUDGET_BYTES / 8 / (1 + LOADS_PER_CONTENT));
         for index in 0..40 {
-            cache.insert(&tag(&index.to_string()), text.clone(), Some(1));
+            cache.insert(&tag(&index.to_string()), content(&text), Some(1));
             let bytes = cache.state.lock().unwrap().bytes;
             assert!(bytes <= BUDGET_BYTES, "{bytes}");
         }
         assert!(cache.get(&tag("0"), Some(1)).is_none());
         assert!(cache.get(&tag("39"), Some(1)).is_some());
         // Replacing an entry does not count it twice; too large a content is not kept.
-        cache.insert(&tag("39"), text.clone(), Some(2));
+        cache.insert(&tag("39"), content(&text), Some(2));
         assert!(cache.state.lock().unwrap().bytes <= BUDGET_BYTES);
-        cache.insert(&tag("huge"), "x".repeat(BUDGET_BYTES), Some(1));
+        cache.insert(&tag("huge"), content(&"x".repeat(BUDGET_BYTES)), Some(1));
         assert!(cache.get(&tag("huge"), Some(1)).is_none());
     }
 
     #[test]
-    fn a_few_load_answers_are_kept_per_content() {
-        let cache = ContentCache::default();
-        let content = cache.insert(&tag("a"), "text".into(), Some(1));
-        for limit in [10, 20, 30] {
-            content.store_load(limit, Bytes::from(limit.to_string()));
+    fn load_answers_are_nagents_results_and_a_few_are_kept() {
+        let content = content("0123456789");
+        let limit = |limit: u64| TokenLimit::new(limit).unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&content.load_answer(limit(2))).unwrap();
+        assert_eq!(answer["content"], "01234567");
+        assert_eq!(answer["truncated"], true);
+        assert_eq!(answer["token_limit"], 2);
+        for limit in [limit(2), limit(20), limit(30)] {
+            content.load_answer(limit);
         }
-        assert_eq!(content.load(10).unwrap(), "10");
-        assert_eq!(content.load(20).unwrap(), "20");
-        assert!(content.load(30).is_none());
+        let kept: Vec<u32> = content.loads.lock().unwrap().iter().map(|(limit, _)| limit.get()).collect();
+        assert_eq!(kept, [2, 20]);
+        // An answer not kept is made again, the same.
+        assert_eq!(content.load_answer(limit(30)), content.load_answer(limit(30)));
     }
 }

@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use skillcat_core::{ContentVersion, Skill, SkillDiscoverer};
+use skillcat_core::{CompositeDiscovery, ContentVersion, SkillDiscoverer};
 use tokio::sync::{Notify, watch};
 
-use super::contents::ContentCache;
-use super::snapshot::{Catalog, CatalogState, Snapshot};
+use super::CatalogError;
+use super::contents::{Content, ContentCache};
+use super::snapshot::{Catalog, CatalogSkill, CatalogState, Snapshot};
+use crate::app::stopped;
 use crate::observability::Metrics;
 use crate::sources::Sources;
 
@@ -94,26 +96,42 @@ impl LiveCatalog {
         self.inner.snapshots.subscribe()
     }
 
-    pub fn sources(&self) -> &Sources {
-        &self.inner.sources
+    /// The content of `skill` (a skill of a published snapshot) now, refused unless it is exactly
+    /// the version the snapshot lists; then the snapshot is stale, and a rescan is requested.
+    /// A content read earlier is reused while no file event arrived since (see `ContentCache`).
+    pub async fn content(&self, skill: &CatalogSkill) -> Result<Arc<Content>, CatalogError> {
+        // Taken before reading: an event during the read makes the next request read again.
+        let stamp = self.change_stamp();
+        if let Some(content) = self.inner.contents.get(&skill.entry.etag, stamp) {
+            return Ok(content);
+        }
+        let name = skill.skill.name();
+        let text = match self.inner.sources.composite.load(&skill.skill).await {
+            Ok(text) => text,
+            Err(error) if error.is_stale() => {
+                self.request_rescan();
+                return Err(CatalogError::Changed(name.clone()));
+            }
+            Err(source) => return Err(CatalogError::Read { name: name.clone(), source }),
+        };
+        if skill.version != Some(ContentVersion::of(&text)) {
+            self.request_rescan();
+            return Err(CatalogError::Changed(name.clone()));
+        }
+        Ok(self.inner.contents.insert(&skill.entry.etag, Content::new(skill.skill.clone(), text), stamp))
     }
 
     /// The count of file events so far, when every root is watched (`None` otherwise: then no
     /// earlier read can be trusted to still be current).
-    pub fn change_stamp(&self) -> Option<u64> {
+    fn change_stamp(&self) -> Option<u64> {
         let stamp = self.inner.changes.load(Ordering::Acquire);
         let trusted =
             self.inner.watch_complete.load(Ordering::Acquire) && !self.inner.watch_failed.load(Ordering::Acquire);
         trusted.then_some(stamp)
     }
 
-    /// Contents read and verified earlier, valid under [`LiveCatalog::change_stamp`].
-    pub fn contents(&self) -> &ContentCache {
-        &self.inner.contents
-    }
-
     /// Asks for a rescan; requests made while one runs collapse into one more.
-    pub fn request_rescan(&self) {
+    fn request_rescan(&self) {
         self.inner.rescan.notify_one();
     }
 
@@ -170,21 +188,8 @@ impl LiveCatalog {
         let started = Instant::now();
         let sources = &self.inner.sources;
         let state = match sources.composite.scan_sources().await {
-            Ok(discovery) => {
-                // The tags cover each skill's content: its version from the scan where the source
-                // keeps one, else read (a few at a time, in order).
-                let composite = &sources.composite;
-                let skills: Vec<Skill> = discovery.skills.iter().map(|sourced| sourced.skill.clone()).collect();
-                let versions: Vec<Option<ContentVersion>> = futures_util::stream::iter(skills)
-                    .map(|skill| async move {
-                        match composite.content_version(&skill) {
-                            Some(version) => Some(version),
-                            None => composite.load(&skill).await.ok().map(|content| ContentVersion::of(&content)),
-                        }
-                    })
-                    .buffered(CONCURRENT_READS)
-                    .collect()
-                    .await;
+            Ok(mut discovery) => {
+                self.read_missing_versions(&mut discovery).await;
                 let labels: Vec<String> = sources.info.iter().map(|info| info.label.clone()).collect();
                 // The first catalog is compressed before it is published (nothing is served yet);
                 // later ones after, so that compressing never delays a change.
@@ -194,7 +199,7 @@ impl LiveCatalog {
                         CatalogState::Ready(catalog) => Some(&**catalog),
                         _ => None,
                     };
-                    let catalog = Catalog::rebuild(previous, &discovery, &labels, &versions);
+                    let catalog = Catalog::rebuild(previous, &discovery, &labels);
                     if let Some(catalog) = &catalog
                         && current.version == 0
                     {
@@ -242,6 +247,20 @@ impl LiveCatalog {
         }
     }
 
+    /// The tags cover each skill's content: sources that read contents to discover them (every
+    /// directory and builtin source) give their versions with the scan; any other skill is read
+    /// now, a few at a time.
+    async fn read_missing_versions(&self, discovery: &mut CompositeDiscovery) {
+        let composite = &self.inner.sources.composite;
+        let missing = discovery.skills.iter_mut().filter(|sourced| sourced.version.is_none());
+        futures_util::stream::iter(missing)
+            .for_each_concurrent(CONCURRENT_READS, |sourced| async move {
+                let content = composite.load(&sourced.skill).await;
+                sourced.version = content.ok().map(|content| ContentVersion::of(&content));
+            })
+            .await;
+    }
+
     fn watch(&self) -> Option<RootWatcher> {
         let catalog = self.clone();
         let metrics = Arc::clone(&self.inner.metrics);
@@ -273,11 +292,6 @@ impl LiveCatalog {
             }
         }
     }
-}
-
-/// Completes once shutdown has started.
-pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
 /// The watches on the roots. Each root is watched recursively at the directory it resolves to

@@ -1,13 +1,15 @@
-//! The live catalog: the current snapshot in memory, kept current by watching the sources.
+//! The live catalog: the current snapshot in memory, kept current by watching the sources, and
+//! the skills' contents, read and verified against it.
 
 mod contents;
+mod error;
 mod live;
 mod snapshot;
 
-pub use contents::{Content, ContentCache};
-pub(crate) use live::stopped;
+pub use contents::Content;
+pub use error::CatalogError;
 pub use live::{LiveCatalog, LiveOptions};
 pub use snapshot::{
-    Body, Catalog, CatalogBody, CatalogSkill, CatalogState, DiagnosticEntry, ETag, ShadowedEntry, SkillEntry, Snapshot,
-    skill_etag,
+    Catalog, CatalogBody, CatalogSkill, CatalogState, DiagnosticEntry, ETag, PreparedBody, ShadowedEntry, SkillEntry,
+    Snapshot,
 };

@@ -10,6 +10,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use skillcat_core::{CompositeDiscovery, ContentVersion, Skill, SkillName, render_skill_manifest};
 
+use super::CatalogError;
+
 /// Bodies at least this large are also kept gzip-compressed.
 const COMPRESS_FROM: usize = 1024;
 
@@ -36,22 +38,26 @@ impl ETag {
     }
 }
 
-/// A response body with its tag, and its gzip form once compressed.
+/// A response body prepared once per catalog version: its bytes, its tag, and its gzip form
+/// once compressed.
 #[derive(Debug, Clone)]
-pub struct Body {
+pub struct PreparedBody {
     pub bytes: Bytes,
     pub etag: ETag,
     /// The tag as a header value, made once rather than per response.
     pub etag_header: HeaderValue,
+    /// The tag as conditional headers are compared with it.
+    pub tag: headers::ETag,
     /// Filled by [`Catalog::compress`]: `Some` when the body is large enough and gzip makes it
     /// smaller. Until then the body is sent as is (a client may always get the identity).
     gzip: OnceLock<Option<Bytes>>,
 }
 
-impl Body {
+impl PreparedBody {
     fn new(bytes: Vec<u8>, etag: ETag) -> Self {
         let etag_header = HeaderValue::from_str(etag.as_str()).expect("tags are visible ASCII");
-        Body { bytes: Bytes::from(bytes), etag, etag_header, gzip: OnceLock::new() }
+        let tag = etag.as_str().parse().expect("tags are quoted hex");
+        PreparedBody { bytes: Bytes::from(bytes), etag, etag_header, tag, gzip: OnceLock::new() }
     }
 
     /// The gzip form, if there is one (yet).
@@ -75,7 +81,7 @@ fn gzip(bytes: &[u8]) -> Option<Bytes> {
 
 /// The tag of one version of a skill: its source, descriptor and content version (`None`: the
 /// content could not be read).
-pub fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>) -> ETag {
+fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>) -> ETag {
     let version = version.map(|version| version.get().to_be_bytes());
     ETag::of(&[
         source.as_bytes(),
@@ -165,11 +171,11 @@ pub struct CatalogSkill {
     pub skill: Skill,
     /// Index of the owning source.
     pub source: usize,
-    /// The content version the tag covers.
+    /// The content version the tag covers (`None`: it could not be read).
     pub version: Option<ContentVersion>,
     pub entry: SkillEntry,
-    /// `GET /skills/{name}`.
-    pub body: Body,
+    /// `GET /skills/{name}`; its tag is the skill's.
+    pub body: PreparedBody,
 }
 
 /// A successfully discovered catalog.
@@ -180,34 +186,27 @@ pub struct Catalog {
     pub shadowed: Vec<ShadowedEntry>,
     pub diagnostics: Vec<DiagnosticEntry>,
     /// `GET /skills`.
-    pub listing: Body,
+    pub listing: PreparedBody,
     /// `GET /manifest`.
-    pub manifest: Body,
+    pub manifest: PreparedBody,
 }
 
 impl Catalog {
-    /// Prepares every answer of one discovery. `versions` holds each skill's content version (in
-    /// the discovery's order), which the skill's tag covers.
-    pub fn build(discovery: &CompositeDiscovery, labels: &[String], versions: &[Option<ContentVersion>]) -> Self {
-        Catalog::rebuild(None, discovery, labels, versions).expect("a first catalog is new")
-    }
-
-    /// Like [`Catalog::build`], but reuses the prepared answers of `previous` for every skill
-    /// that did not change, and gives `None` when nothing changed at all: a rescan that finds
-    /// nothing new costs no serialization and no second copy of the catalog.
-    pub fn rebuild(
+    /// Prepares every answer of one discovery (whose skills' tags cover their content versions),
+    /// reusing the prepared answers of `previous` for every skill that did not change. Gives
+    /// `None` when nothing changed at all: a rescan that finds nothing new costs no serialization
+    /// and no second copy of the catalog.
+    pub(super) fn rebuild(
         previous: Option<&Catalog>,
         discovery: &CompositeDiscovery,
         labels: &[String],
-        versions: &[Option<ContentVersion>],
     ) -> Option<Self> {
         let label = |source: usize| labels.get(source).cloned().unwrap_or_default();
         let skills: Vec<Arc<CatalogSkill>> = discovery
             .skills
             .iter()
-            .zip(versions)
-            .map(|(sourced, version)| {
-                let skill = &sourced.skill;
+            .map(|sourced| {
+                let (skill, version) = (&sourced.skill, &sourced.version);
                 // The same descriptor and content from the same source: the same answers (the
                 // tag is a function of them, so it is not even hashed again).
                 if let Some(known) = previous.and_then(|previous| previous.get(skill.name()))
@@ -226,7 +225,7 @@ impl Catalog {
                     source: source.to_owned(),
                     etag: etag.clone(),
                 };
-                let body = Body::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
+                let body = PreparedBody::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
                 Arc::new(CatalogSkill { skill: skill.clone(), source: sourced.source, version: *version, entry, body })
             })
             .collect();
@@ -263,8 +262,8 @@ impl Catalog {
             skills,
             shadowed,
             diagnostics,
-            listing: Body::new(listing, etag),
-            manifest: Body::new(manifest.into_bytes(), manifest_etag),
+            listing: PreparedBody::new(listing, etag),
+            manifest: PreparedBody::new(manifest.into_bytes(), manifest_etag),
         })
     }
 
@@ -280,6 +279,11 @@ impl Catalog {
 
     pub fn get(&self, name: &SkillName) -> Option<&Arc<CatalogSkill>> {
         self.skills.binary_search_by(|skill| skill.skill.name().cmp(name)).ok().map(|index| &self.skills[index])
+    }
+
+    /// The skill named `name`, or why there is none.
+    pub fn skill(&self, name: &SkillName) -> Result<&CatalogSkill, CatalogError> {
+        self.get(name).map(|skill| &**skill).ok_or_else(|| CatalogError::UnknownSkill(name.clone()))
     }
 }
 
@@ -304,6 +308,15 @@ pub struct Snapshot {
 impl Snapshot {
     pub fn starting() -> Self {
         Snapshot { version: 0, state: CatalogState::Starting }
+    }
+
+    /// The catalog, or why there is none.
+    pub fn ready(&self) -> Result<&Catalog, CatalogError> {
+        match &self.state {
+            CatalogState::Ready(catalog) => Ok(catalog),
+            CatalogState::Starting => Err(CatalogError::NotReady),
+            CatalogState::Failed(message) => Err(CatalogError::Unavailable(message.clone())),
+        }
     }
 
     /// The tag clients watch for changes: the catalog's, or none while it is unavailable.
@@ -341,7 +354,7 @@ mod tests {
             source: "/srv".to_owned(),
             etag: skill_etag("/srv", &skill, None),
         };
-        let body = Body::new(Vec::new(), entry.etag.clone());
+        let body = PreparedBody::new(Vec::new(), entry.etag.clone());
         let skills = [Arc::new(CatalogSkill { skill, source: 0, version: None, entry: entry.clone(), body })];
         let shadowed = [ShadowedEntry { name: entry.name.clone(), location: "/b".into(), source: "b".into() }];
         let diagnostics = [DiagnosticEntry { source: "/srv".into(), message: "x: \u{2028} bad".into() }];
@@ -362,8 +375,8 @@ mod tests {
 
     #[test]
     fn bodies_are_compressed_only_when_asked_and_worth_it() {
-        let large = Body::new(vec![b'a'; 4096], ETag::of(&[b"a"]));
-        let small = Body::new(vec![b'a'; 100], ETag::of(&[b"b"]));
+        let large = PreparedBody::new(vec![b'a'; 4096], ETag::of(&[b"a"]));
+        let small = PreparedBody::new(vec![b'a'; 100], ETag::of(&[b"b"]));
         assert!(large.gzip().is_none());
         large.compress();
         small.compress();

@@ -130,13 +130,7 @@ fn limit_malloc_arenas() {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (sources, file) = args.sources.resolve()?;
-    let listen = match (args.listen, &file.listen) {
-        (Some(listen), _) => listen,
-        (None, Some(listen)) => {
-            listen.parse().with_context(|| format!("invalid listen address {listen:?} in the config file"))?
-        }
-        (None, None) => DEFAULT_LISTEN,
-    };
+    let listen = args.listen.or(file.listen).unwrap_or(DEFAULT_LISTEN);
     let mut options = ServeOptions::new(listen, sources);
     options.token_file = args.token_file;
     options.live.rescan_interval =
@@ -199,7 +193,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
     let (configs, _file) = args.resolve()?;
-    Sources::build(&configs, false).context("cannot set up the sources")
+    Sources::build(&configs).context("cannot set up the sources")
 }
 
 /// A source's failure, printed as the source's own message (nagents' wording).

@@ -14,21 +14,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::api::{self, Limits};
+use crate::app::App;
 use crate::auth::TokenStore;
 use crate::catalog::{LiveCatalog, LiveOptions};
 use crate::config::SourceConfig;
 use crate::observability::Metrics;
 use crate::sources::Sources;
-
-/// What every handler shares.
-pub struct App {
-    pub catalog: LiveCatalog,
-    pub metrics: Arc<Metrics>,
-    /// The bearer tokens, when requests must carry one.
-    pub tokens: Option<TokenStore>,
-    /// Flips to true when shutdown starts: readiness fails and event streams end.
-    pub shutdown: watch::Receiver<bool>,
-}
 
 /// Everything `serve` needs, resolved from flags, environment and the config file.
 #[derive(Debug, Clone)]
@@ -78,7 +69,7 @@ impl Server {
             Some(path) => Some(TokenStore::watch_file(path.clone(), options.token_recheck, stopping.clone())?),
             None => None,
         };
-        let sources = Sources::build(&options.sources, true).context("cannot set up the sources")?;
+        let sources = Sources::build(&options.sources).context("cannot set up the sources")?;
         let listener =
             TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let metrics = Arc::new(Metrics::default());

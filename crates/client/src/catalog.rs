@@ -175,6 +175,8 @@ impl RemoteCatalog {
     pub fn discovery(&self) -> Discovery {
         Discovery {
             skills: self.skills.clone(),
+            // The server does not send contents with the catalog.
+            versions: Vec::new(),
             diagnostics: self.diagnostics.iter().map(|diagnostic| diagnostic.message.clone()).collect(),
         }
     }

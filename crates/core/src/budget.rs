@@ -8,8 +8,11 @@ pub const DEFAULT_SKILL_TOKEN_LIMIT: u32 = 10_000;
 pub const MAX_SKILL_TOKEN_LIMIT: u32 = 100_000;
 
 /// A load budget in estimated tokens: an integer in `1..=100_000`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "u64", into = "u32")]
+///
+/// It deserializes from any number with that integral value, as JSON Schema's `integer` reads
+/// JSON (`2.0` is the integer 2); fractions, booleans and strings are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "u32")]
 pub struct TokenLimit(u32);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +49,41 @@ impl TryFrom<u64> for TokenLimit {
 
     fn try_from(limit: u64) -> Result<Self, Self::Error> {
         TokenLimit::new(limit)
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Limit;
+
+        impl serde::de::Visitor<'_> for Limit {
+            type Value = TokenLimit;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("an integer between 1 and 100000")
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<TokenLimit, E> {
+                TokenLimit::new(value).map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(value), &self))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<TokenLimit, E> {
+                u64::try_from(value)
+                    .ok()
+                    .and_then(|value| TokenLimit::new(value).ok())
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Signed(value), &self))
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<TokenLimit, E> {
+                let integral = value.fract() == 0.0 && (1.0..=f64::from(MAX_SKILL_TOKEN_LIMIT)).contains(&value);
+                // Exact: an integral value within the range converts without rounding.
+                integral
+                    .then_some(TokenLimit(value as u32))
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Float(value), &self))
+            }
+        }
+
+        deserializer.deserialize_any(Limit)
     }
 }
 
@@ -105,8 +143,21 @@ mod tests {
         assert!(TokenLimit::new(u64::MAX).is_err());
         assert_eq!(TokenLimit::new(1).unwrap().get(), 1);
         assert_eq!("100000".parse::<TokenLimit>().unwrap().get(), 100_000);
-        assert!(serde_json::from_str::<TokenLimit>("1.5").is_err());
-        assert!(serde_json::from_str::<TokenLimit>("true").is_err());
+    }
+
+    #[test]
+    fn limits_deserialize_from_integral_numbers_only() {
+        let parse = |json: &str| serde_json::from_str::<TokenLimit>(json).map(TokenLimit::get).ok();
+        assert_eq!(parse("2"), Some(2));
+        assert_eq!(parse("2.0"), Some(2));
+        assert_eq!(parse("1e5"), Some(100_000));
+        assert_eq!(parse("100000.0"), Some(100_000));
+        for refused in ["1.5", "0", "0.0", "-1", "-1.0", "100001", "100000.5", "1e300", "true", "\"2\"", "null", "[2]"]
+        {
+            assert_eq!(parse(refused), None, "{refused}");
+        }
+        let error = serde_json::from_str::<TokenLimit>("2.5").unwrap_err().to_string();
+        assert!(error.contains("expected an integer between 1 and 100000"), "{error}");
     }
 
     #[test]

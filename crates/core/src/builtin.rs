@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use rust_embed::RustEmbed;
 
-use crate::discover::{Discovery, SkillDiscoverer, SkillError, skill_catalog};
+use crate::discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, skill_catalog};
 use crate::metadata::parse_skill_metadata;
 use crate::skill::{Skill, SkillName};
 
@@ -56,18 +56,20 @@ impl<E: RustEmbed> SkillDiscoverer for BuiltinSkillDiscoverer<E> {
             .collect();
         folders.sort();
         let mut found = Vec::with_capacity(folders.len());
-        let mut paths = BTreeMap::new();
+        let mut read = BTreeMap::new();
         for folder in folders {
             let path = format!("{folder}/SKILL.md");
             let content = Self::read(&path)?;
             let skill = parse_skill_metadata(&content, &format!("builtin:{path}"), &folder)?;
-            paths.insert(skill.name().clone(), path);
+            read.insert(skill.name().clone(), (path, ContentVersion::of(&content)));
             found.push(skill);
         }
         let catalog = skill_catalog(found)?;
-        let owners = catalog.values().map(|skill| (skill.name().clone(), (skill.clone(), paths[skill.name()].clone())));
+        let versions = catalog.keys().map(|name| read[name].1).collect();
+        let owners =
+            catalog.values().map(|skill| (skill.name().clone(), (skill.clone(), read[skill.name()].0.clone())));
         *self.catalog.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(owners.collect());
-        Ok(Discovery { skills: catalog.into_values().collect(), diagnostics: Vec::new() })
+        Ok(Discovery { skills: catalog.into_values().collect(), versions, diagnostics: Vec::new() })
     }
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {

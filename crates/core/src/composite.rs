@@ -7,11 +7,13 @@ use async_trait::async_trait;
 use crate::discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, sorted_catalog};
 use crate::skill::Skill;
 
-/// A descriptor and the index of the source that gave it.
+/// A descriptor, the index of the source that gave it, and the version of its content if the
+/// source's scan read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourcedSkill {
     pub skill: Skill,
     pub source: usize,
+    pub version: Option<ContentVersion>,
 }
 
 /// A diagnostic and the index of the source that reported it.
@@ -56,10 +58,13 @@ impl CompositeSkillDiscoverer {
         let mut shadowed = Vec::new();
         let mut diagnostics = Vec::new();
         for (source, discoverer) in self.sources.iter().enumerate() {
-            let discovery = discoverer.scan().await?;
-            diagnostics.extend(discovery.diagnostics.into_iter().map(|message| SourcedDiagnostic { source, message }));
-            let skills = sorted_catalog(discovery.skills, |skill| skill)?;
-            owners = merge(owners, skills.into_iter().map(|skill| SourcedSkill { skill, source }), &mut shadowed);
+            let Discovery { skills, versions, diagnostics: skipped } = discoverer.scan().await?;
+            diagnostics.extend(skipped.into_iter().map(|message| SourcedDiagnostic { source, message }));
+            let versions = versions.into_iter().map(Some).chain(std::iter::repeat(None));
+            let skills =
+                skills.into_iter().zip(versions).map(|(skill, version)| SourcedSkill { skill, source, version });
+            let skills = sorted_catalog(skills.collect(), |sourced| &sourced.skill)?;
+            owners = merge(owners, skills.into_iter(), &mut shadowed);
         }
         let skills = owners.clone();
         *self.owners.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(owners);
@@ -102,17 +107,13 @@ impl std::fmt::Debug for CompositeSkillDiscoverer {
 impl SkillDiscoverer for CompositeSkillDiscoverer {
     async fn scan(&self) -> Result<Discovery, SkillError> {
         let discovery = self.scan_sources().await?;
+        // Versions are kept only when every owner's source read its content.
+        let versions: Option<Vec<ContentVersion>> = discovery.skills.iter().map(|entry| entry.version).collect();
         Ok(Discovery {
             skills: discovery.skills.into_iter().map(|entry| entry.skill).collect(),
+            versions: versions.unwrap_or_default(),
             diagnostics: discovery.diagnostics.into_iter().map(|entry| entry.message).collect(),
         })
-    }
-
-    fn content_version(&self, skill: &Skill) -> Option<ContentVersion> {
-        let owners = Arc::clone(&self.owners.lock().unwrap_or_else(PoisonError::into_inner));
-        let index = owners.binary_search_by(|owner| owner.skill.name().cmp(skill.name())).ok()?;
-        let owner = &owners[index];
-        (owner.skill == *skill).then(|| self.sources[owner.source].content_version(skill)).flatten()
     }
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {

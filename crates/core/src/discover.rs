@@ -37,14 +37,25 @@ impl SkillError {
     }
 }
 
-/// One complete scan of a source: its descriptors and what it skipped, with reasons.
+/// One complete scan of a source: its descriptors, the versions of their contents where the scan
+/// read them, and what it skipped, with reasons.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Discovery {
     pub skills: Vec<Skill>,
+    /// The version of each skill's content as the scan read it, in the order of `skills`; empty
+    /// when the source does not read contents to discover them (a remote catalog).
+    pub versions: Vec<ContentVersion>,
     pub diagnostics: Vec<String>,
 }
 
-/// A digest of a skill's content as its source last read it (a fast 64-bit hash): cheap change
+impl Discovery {
+    /// The version of the content of `skills[index]`, if the scan read it.
+    pub fn version(&self, index: usize) -> Option<ContentVersion> {
+        self.versions.get(index).copied()
+    }
+}
+
+/// A digest of a skill's content as its source read it (a fast 64-bit hash): cheap change
 /// detection, so a catalog can tag each skill's version without reading every file twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ContentVersion(u64);
@@ -92,12 +103,6 @@ pub trait SkillDiscoverer: Send + Sync {
 
     /// The full content of `skill`, which must be this source's current descriptor.
     async fn load(&self, skill: &Skill) -> Result<String, SkillError>;
-
-    /// The version of `skill`'s content read by the last discovery, when the source keeps it
-    /// (otherwise callers load the content to learn it).
-    fn content_version(&self, _skill: &Skill) -> Option<ContentVersion> {
-        None
-    }
 }
 
 #[async_trait]
@@ -112,10 +117,6 @@ impl<T: SkillDiscoverer + ?Sized> SkillDiscoverer for Arc<T> {
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {
         (**self).load(skill).await
-    }
-
-    fn content_version(&self, skill: &Skill) -> Option<ContentVersion> {
-        (**self).content_version(skill)
     }
 }
 

@@ -13,6 +13,8 @@
 //! assert!(load.truncated && load.content.len() <= 16);
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod budget;
 mod builtin;
 mod composite;

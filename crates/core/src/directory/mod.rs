@@ -14,7 +14,7 @@ use async_trait::async_trait;
 pub use self::guarded::MAX_FILE_BYTES;
 pub use self::path::AbsoluteRoot;
 use self::walk::Found;
-use crate::discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, sorted_catalog};
+use crate::discover::{Discovery, SkillDiscoverer, SkillError, sorted_catalog};
 use crate::metadata::parse_skill_metadata;
 use crate::skill::{Skill, SkillName};
 
@@ -40,8 +40,6 @@ struct Inner {
     roots: Vec<AbsoluteRoot>,
     max_entries: usize,
     max_depth: usize,
-    /// Whether scans record each skill's content version.
-    versions: bool,
     /// The last scan's skills, for loads.
     catalog: Mutex<Arc<Catalog>>,
 }
@@ -70,22 +68,8 @@ impl DirectorySkillDiscoverer {
 
     /// A source over already-absolute roots.
     pub fn from_roots(roots: Vec<AbsoluteRoot>, max_entries: NonZeroUsize, max_depth: usize) -> Self {
-        let inner =
-            Inner { roots, max_entries: max_entries.get(), max_depth, versions: false, catalog: Mutex::default() };
+        let inner = Inner { roots, max_entries: max_entries.get(), max_depth, catalog: Mutex::default() };
         DirectorySkillDiscoverer { inner: Arc::new(inner) }
-    }
-
-    /// Makes scans record a version of each skill's content (see
-    /// [`SkillDiscoverer::content_version`]), for callers that tag content, such as a server.
-    pub fn with_content_versions(self) -> Self {
-        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
-            roots: shared.roots.clone(),
-            max_entries: shared.max_entries,
-            max_depth: shared.max_depth,
-            versions: shared.versions,
-            catalog: Mutex::default(),
-        });
-        DirectorySkillDiscoverer { inner: Arc::new(Inner { versions: true, ..inner }) }
     }
 
     pub fn roots(&self) -> &[AbsoluteRoot] {
@@ -103,11 +87,12 @@ impl DirectorySkillDiscoverer {
     /// Scans synchronously on the calling thread (the async methods run this off the executor).
     pub fn scan_blocking(&self) -> Result<Discovery, SkillError> {
         let config = &self.inner;
-        let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth, config.versions);
+        let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth);
         let catalog = Catalog::new(outcome.found)?;
-        let skills = catalog.skills().cloned().collect();
+        let skills = catalog.0.iter().map(|found| found.skill.clone()).collect();
+        let versions = catalog.0.iter().map(|found| found.version).collect();
         *self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(catalog);
-        Ok(Discovery { skills, diagnostics: outcome.diagnostics })
+        Ok(Discovery { skills, versions, diagnostics: outcome.diagnostics })
     }
 
     /// Re-reads `skill`'s file through the same guarded opens as discovery.
@@ -155,10 +140,6 @@ impl Catalog {
     fn get(&self, name: &SkillName) -> Option<&Found> {
         self.0.binary_search_by(|found| found.skill.name().cmp(name)).ok().map(|index| &self.0[index])
     }
-
-    fn skills(&self) -> impl Iterator<Item = &Skill> {
-        self.0.iter().map(|found| &found.skill)
-    }
 }
 
 /// The folders from `root` down to the one holding the `SKILL.md` at `location`.
@@ -173,11 +154,6 @@ impl SkillDiscoverer for DirectorySkillDiscoverer {
     async fn scan(&self) -> Result<Discovery, SkillError> {
         let this = self.clone();
         run_blocking(move || this.scan_blocking()).await
-    }
-
-    fn content_version(&self, skill: &Skill) -> Option<ContentVersion> {
-        let catalog = Arc::clone(&self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner));
-        catalog.get(skill.name()).filter(|found| found.skill == *skill).and_then(|found| found.version)
     }
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {

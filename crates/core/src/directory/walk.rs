@@ -40,8 +40,8 @@ const LISTING_BUFFER: usize = 32 * 1024;
 pub(crate) struct Found {
     pub skill: Skill,
     pub root: usize,
-    /// The content's version, when the scan was asked to keep it.
-    pub version: Option<ContentVersion>,
+    /// The version of the content the scan read.
+    pub version: ContentVersion,
 }
 
 #[derive(Debug, Default)]
@@ -50,10 +50,10 @@ pub(crate) struct Outcome {
     pub diagnostics: Vec<String>,
 }
 
-pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize, versions: bool) -> Outcome {
+pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
     let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
-    let queue = Queue { versions, ..Queue::default() };
+    let queue = Queue::default();
     std::thread::scope(|scope| {
         for _ in 0..helpers {
             std::thread::Builder::new()
@@ -161,7 +161,7 @@ struct Listing {
     unexamined: Vec<(usize, Vec<u8>, String)>,
     /// Listing failed after `entries`.
     error: Option<String>,
-    skill: Option<Result<(Skill, Option<ContentVersion>), Diagnostic>>,
+    skill: Option<Result<(Skill, ContentVersion), Diagnostic>>,
 }
 
 impl Listing {
@@ -227,8 +227,6 @@ impl Slot {
 struct Queue {
     state: Mutex<QueueState>,
     available: Condvar,
-    /// Whether reads also record each content's version.
-    versions: bool,
 }
 
 #[derive(Default)]
@@ -268,7 +266,7 @@ impl Queue {
         loop {
             if let Some(task) = state.tasks.pop_front() {
                 drop(state);
-                task.run(&mut buffers, self.versions);
+                task.run(&mut buffers);
                 polls = 0;
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else if state.closed {
@@ -289,13 +287,13 @@ impl Queue {
 }
 
 impl Task {
-    fn run(self, buffers: &mut Buffers, versions: bool) {
-        self.slot.put(prepare(self.opener, self.path, buffers, versions));
+    fn run(self, buffers: &mut Buffers) {
+        self.slot.put(prepare(self.opener, self.path, buffers));
     }
 }
 
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
-fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers, versions: bool) -> Prepared {
+fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
     let opened = match &opener {
         Opener::Root => guarded::open_root(&path),
         Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(&path)),
@@ -310,7 +308,7 @@ fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers, versions: bool)
     listing.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
     if listing.error.is_none() && listing.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
         let location = join(&path, SKILL_FILE.as_bytes());
-        listing.skill = Some(read_skill(listing.fd.as_fd(), &location, &mut buffers.content, versions));
+        listing.skill = Some(read_skill(listing.fd.as_fd(), &location, &mut buffers.content));
     }
     Prepared { path, listing: Ok(listing) }
 }
@@ -362,8 +360,7 @@ fn read_skill(
     folder: BorrowedFd<'_>,
     path: &[u8],
     buffer: &mut Vec<u8>,
-    versions: bool,
-) -> Result<(Skill, Option<ContentVersion>), Diagnostic> {
+) -> Result<(Skill, ContentVersion), Diagnostic> {
     let content =
         guarded::read_skill_file_into(folder, buffer).map_err(|error| Diagnostic::new(path, error.message()))?;
     let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
@@ -375,7 +372,7 @@ fn read_skill(
         Ok((name, description)) => match Skill::new(name, description, location.as_ref()) {
             Err(error) => error.to_string().into_bytes(),
             Ok(skill) if matches!(location, Cow::Borrowed(_)) => {
-                return Ok((skill, versions.then(|| ContentVersion::of(content))));
+                return Ok((skill, ContentVersion::of(content)));
             }
             Ok(_) if pystr::unit_len(path) > MAX_LOCATION_CHARS => InvalidSkill::Location.to_string().into_bytes(),
             // nagents would publish a location that no JSON or manifest can carry.
@@ -416,7 +413,7 @@ impl Walk<'_> {
                 return prepared;
             }
             match self.queue.try_pop() {
-                Some(task) => task.run(&mut self.buffers, self.queue.versions),
+                Some(task) => task.run(&mut self.buffers),
                 None => return slot.take(),
             }
         }

@@ -1,0 +1,24 @@
+//! What every handler shares, and the shutdown signal every long-lived task watches.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::auth::TokenStore;
+use crate::catalog::LiveCatalog;
+use crate::observability::Metrics;
+
+/// The application state: one per server, shared by every request as `Arc<App>`.
+pub struct App {
+    pub catalog: LiveCatalog,
+    pub metrics: Arc<Metrics>,
+    /// The bearer tokens, when requests must carry one.
+    pub tokens: Option<TokenStore>,
+    /// Flips to true when shutdown starts: readiness fails and event streams end.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Completes once shutdown has started.
+pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
+}

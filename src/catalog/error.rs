@@ -1,0 +1,21 @@
+//! What the catalog answers when it cannot give what was asked.
+
+use skillcat_core::{SkillError, SkillName};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The first discovery has not finished.
+    #[error("the catalog is not ready yet")]
+    NotReady,
+    /// A source failed before any good catalog existed: nagents' message.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("no skill named '{0}' in the catalog")]
+    UnknownSkill(SkillName),
+    /// The skill's file changed or vanished since the snapshot was taken; a rescan is under way.
+    #[error("Skill '{0}' changed; refresh discovery and retry")]
+    Changed(SkillName),
+    /// A source could not read a skill for another reason (an I/O error, not staleness).
+    #[error("cannot read skill '{name}': {source}")]
+    Read { name: SkillName, source: SkillError },
+}
