@@ -1,13 +1,15 @@
-//! What a discoverer is configured with: the bearer token (a secret type), the retry policy and
-//! the builder.
+//! What a discoverer is configured with: the bearer token (a secret type), the retry policy, the
+//! builder and the settings it makes. Nothing here depends on the discoverer, so every other part
+//! of the client can use these types.
 
 use std::fmt;
-use std::time::Duration;
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
-use crate::discoverer::RemoteSkillDiscoverer;
 use crate::error::ClientError;
 
 /// A bearer token for `Authorization: Bearer <token>`. Its `Debug` output is redacted, it has no
@@ -54,11 +56,12 @@ impl std::str::FromStr for BearerToken {
 }
 
 /// When a failed request is sent again: only idempotent requests (every request this client
-/// makes is one, see [`RemoteSkillDiscoverer`]), only after a connection failure, a 5xx or a 429,
-/// never after another 4xx; at most `max_retries` times, waiting an exponentially growing,
-/// jittered delay (half fixed, half random) from `initial_backoff` up to `max_backoff`. A
-/// `Retry-After` of some seconds is honoured as the delay; one longer than `max_backoff` ends the
-/// retries at once (the error is returned rather than waited out).
+/// makes is one, see [`RemoteSkillDiscoverer`](crate::RemoteSkillDiscoverer)), only after a
+/// connection failure, a 5xx or a 429, never after another 4xx; at most `max_retries` times,
+/// waiting an exponentially growing, jittered delay (half fixed, half random) from
+/// `initial_backoff` up to `max_backoff`. A `Retry-After` of some seconds is honoured as the
+/// delay; one longer than `max_backoff` ends the retries at once (the error is returned rather
+/// than waited out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     max_retries: u32,
@@ -100,11 +103,26 @@ impl RetryPolicy {
     /// `initial_backoff * 2^retry`, capped at `max_backoff`.
     pub(crate) fn backoff(&self, retry: u32) -> Duration {
         let ceiling = self.initial_backoff.saturating_mul(1u32 << retry.min(20)).min(self.max_backoff);
-        ceiling / 2 + crate::retry::jitter(ceiling / 2)
+        ceiling / 2 + jitter(ceiling / 2)
     }
 }
 
-/// Builds a [`RemoteSkillDiscoverer`]; start with [`RemoteSkillDiscoverer::builder`].
+/// A uniformly spread duration in `0..=max`. Backoff jitter needs no strong randomness: the
+/// standard library's randomly keyed hasher over a counter and the clock spreads it well enough.
+fn jitter(max: Duration) -> Duration {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    if max.is_zero() {
+        return Duration::ZERO;
+    }
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    max.mul_f64(fraction)
+}
+
+/// Builds a [`RemoteSkillDiscoverer`](crate::RemoteSkillDiscoverer); start with
+/// [`RemoteSkillDiscoverer::builder`](crate::RemoteSkillDiscoverer::builder).
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct Builder {
@@ -183,9 +201,9 @@ impl Builder {
         self
     }
 
-    /// Checks the base URL (`http` or `https`, without credentials in it) and makes the
-    /// discoverer. Makes no request.
-    pub fn build(self) -> Result<RemoteSkillDiscoverer, ClientError> {
+    /// Checks the base URL and makes the client, if none was injected: what
+    /// [`build`](Self::build) makes a discoverer of.
+    pub(crate) fn into_settings(self) -> Result<Settings, ClientError> {
         let base = base_url(&self.base_url)?;
         let client = match self.client {
             Some(client) => client,
@@ -195,7 +213,7 @@ impl Builder {
                 .build()
                 .map_err(|error| ClientError::Config(format!("cannot make an HTTP client: {error}")))?,
         };
-        let settings = Settings {
+        Ok(Settings {
             endpoints: Endpoints::new(&base)?,
             base,
             client,
@@ -204,8 +222,7 @@ impl Builder {
             retry: self.retry,
             watch: self.watch,
             watch_idle_timeout: self.watch_idle_timeout,
-        };
-        Ok(RemoteSkillDiscoverer::from_settings(settings))
+        })
     }
 }
 
@@ -318,5 +335,15 @@ mod tests {
         let spread: std::collections::HashSet<_> = (0..50).map(|_| policy.backoff(3)).collect();
         assert!(spread.len() > 10, "jitter varies the delay: {spread:?}");
         assert_eq!(RetryPolicy::none().backoff(0), Duration::ZERO);
+    }
+
+    #[test]
+    fn jitter_stays_within_its_bound() {
+        let max = Duration::from_millis(10);
+        let samples: Vec<Duration> = (0..1000).map(|_| jitter(max)).collect();
+        assert!(samples.iter().all(|sample| *sample <= max));
+        let low = samples.iter().filter(|sample| **sample < max / 2).count();
+        assert!((300..=700).contains(&low), "about half below the middle: {low}");
+        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
     }
 }

@@ -66,6 +66,7 @@ mod config;
 mod discoverer;
 mod error;
 mod retry;
+mod shared;
 mod sse;
 mod watch;
 

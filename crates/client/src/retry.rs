@@ -1,28 +1,12 @@
 //! Sending a request under the retry policy.
 
-use std::hash::{BuildHasher as _, Hasher as _};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use reqwest::header::RETRY_AFTER;
 use reqwest::{RequestBuilder, Response, StatusCode};
 
 use crate::config::Settings;
 use crate::error::ClientError;
-
-/// A uniformly spread duration in `0..=max`. Backoff jitter needs no strong randomness: the
-/// standard library's randomly keyed hasher over a counter and the clock spreads it well enough.
-pub(crate) fn jitter(max: Duration) -> Duration {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    if max.is_zero() {
-        return Duration::ZERO;
-    }
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    hasher.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_nanos());
-    let fraction = (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64;
-    max.mul_f64(fraction)
-}
 
 /// A `Retry-After` in delta-seconds. (An HTTP-date is not understood; the backoff applies then.)
 fn retry_after(response: &Response) -> Option<Duration> {
@@ -41,31 +25,30 @@ fn retryable_status(status: StatusCode) -> bool {
     status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS
 }
 
-impl Settings {
-    /// Sends the request `build` makes (with the token and the request timeout) and returns the
-    /// answer, whatever its status, retrying an idempotent request as the policy allows. Only a
-    /// request that got no answer is an error here.
-    pub(crate) async fn send(&self, build: impl Fn() -> RequestBuilder) -> Result<Response, ClientError> {
-        let mut retry = 0;
-        loop {
-            let outcome = build().timeout(self.request_timeout).send().await;
-            let delay = match &outcome {
-                Err(error) if retryable(error) => Some(self.retry.backoff(retry)),
-                Ok(response) if retryable_status(response.status()) => match retry_after(response) {
-                    Some(wait) if wait > self.retry.max_backoff() => None,
-                    Some(wait) => Some(wait),
-                    None => Some(self.retry.backoff(retry)),
-                },
-                _ => None,
-            };
-            match delay {
-                Some(delay) if retry < self.retry.max_retries() => {
-                    drop(outcome);
-                    tokio::time::sleep(delay).await;
-                    retry += 1;
-                }
-                _ => return outcome.map_err(ClientError::Transport),
+/// Sends the request `build` makes (with the token and the request timeout) and returns the
+/// answer, whatever its status, retrying an idempotent request as the policy allows. Only a
+/// request that got no answer is an error here.
+pub(crate) async fn send(settings: &Settings, build: impl Fn() -> RequestBuilder) -> Result<Response, ClientError> {
+    let policy = &settings.retry;
+    let mut retry = 0;
+    loop {
+        let outcome = build().timeout(settings.request_timeout).send().await;
+        let delay = match &outcome {
+            Err(error) if retryable(error) => Some(policy.backoff(retry)),
+            Ok(response) if retryable_status(response.status()) => match retry_after(response) {
+                Some(wait) if wait > policy.max_backoff() => None,
+                Some(wait) => Some(wait),
+                None => Some(policy.backoff(retry)),
+            },
+            _ => None,
+        };
+        match delay {
+            Some(delay) if retry < policy.max_retries() => {
+                drop(outcome);
+                tokio::time::sleep(delay).await;
+                retry += 1;
             }
+            _ => return outcome.map_err(ClientError::Transport),
         }
     }
 }
@@ -73,16 +56,6 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jitter_stays_within_its_bound() {
-        let max = Duration::from_millis(10);
-        let samples: Vec<Duration> = (0..1000).map(|_| jitter(max)).collect();
-        assert!(samples.iter().all(|sample| *sample <= max));
-        let low = samples.iter().filter(|sample| **sample < max / 2).count();
-        assert!((300..=700).contains(&low), "about half below the middle: {low}");
-        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
-    }
 
     #[test]
     fn statuses_worth_a_retry() {

@@ -9,13 +9,9 @@ use reqwest::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 
-use crate::discoverer::Inner;
+use crate::config::RetryPolicy;
+use crate::shared::Shared;
 use crate::sse::EventParser;
-
-/// Reconnection waits grow from this...
-const RECONNECT_INITIAL: Duration = Duration::from_millis(100);
-/// ...up to this, for as long as the discoverer lives.
-const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// The data of a `catalog` event.
 #[derive(Deserialize)]
@@ -25,49 +21,51 @@ struct CatalogEvent {
 
 /// Starts the task on the current Tokio runtime; `None` outside one (discoveries then always ask
 /// the server).
-pub(crate) fn spawn(inner: &Arc<Inner>) -> Option<tokio::task::JoinHandle<()>> {
+pub(crate) fn spawn(shared: &Arc<Shared>) -> Option<tokio::task::JoinHandle<()>> {
     let runtime = tokio::runtime::Handle::try_current().ok()?;
-    Some(runtime.spawn(run(Arc::downgrade(inner))))
+    Some(runtime.spawn(run(Arc::downgrade(shared))))
 }
 
 /// Marks the stream down when the task ends for any reason: aborted when the discoverer is
 /// dropped, or dropped with its runtime. Memory is then never trusted without a stream.
-struct StreamDown(Weak<Inner>);
+struct StreamDown(Weak<Shared>);
 
 impl Drop for StreamDown {
     fn drop(&mut self) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.announce(None);
+        if let Some(shared) = self.0.upgrade() {
+            shared.announce(None);
         }
     }
 }
 
-async fn run(inner: Weak<Inner>) {
-    let _down = StreamDown(inner.clone());
+async fn run(shared: Weak<Shared>) {
+    let _down = StreamDown(shared.clone());
+    // Reconnections are spread like retries, from 100 ms up to 5 s, for as long as the
+    // discoverer lives.
+    let reconnect = RetryPolicy::new(u32::MAX, Duration::from_millis(100), Duration::from_secs(5));
     let mut failures: u32 = 0;
     loop {
-        let Some(strong) = inner.upgrade() else { return };
+        let Some(strong) = shared.upgrade() else { return };
         let opened = open(&strong).await;
         let idle_timeout = strong.settings.watch_idle_timeout;
         drop(strong);
         if let Some(response) = opened
-            && follow(&inner, response, idle_timeout).await
+            && follow(&shared, response, idle_timeout).await
         {
             failures = 0;
         }
         // The stream is down: whatever it said no longer vouches for the cached catalog.
-        let Some(strong) = inner.upgrade() else { return };
+        let Some(strong) = shared.upgrade() else { return };
         strong.announce(None);
         drop(strong);
-        let ceiling = RECONNECT_INITIAL.saturating_mul(1 << failures.min(10)).min(RECONNECT_MAX);
-        tokio::time::sleep(ceiling / 2 + crate::retry::jitter(ceiling / 2)).await;
+        tokio::time::sleep(reconnect.backoff(failures)).await;
         failures = failures.saturating_add(1);
     }
 }
 
 /// Opens the event stream; `None` if the server did not answer with one in time.
-async fn open(inner: &Inner) -> Option<reqwest::Response> {
-    let settings = &inner.settings;
+async fn open(shared: &Shared) -> Option<reqwest::Response> {
+    let settings = &shared.settings;
     let request = settings
         .request(Method::GET, settings.endpoints.events.clone())
         .header(ACCEPT, "text/event-stream")
@@ -83,7 +81,7 @@ async fn open(inner: &Inner) -> Option<reqwest::Response> {
 
 /// Reads events until the stream ends, breaks, or stays silent longer than `idle_timeout`;
 /// returns whether it delivered any `catalog` event.
-async fn follow(inner: &Weak<Inner>, response: reqwest::Response, idle_timeout: Duration) -> bool {
+async fn follow(shared: &Weak<Shared>, response: reqwest::Response, idle_timeout: Duration) -> bool {
     let mut stream = response.bytes_stream();
     let mut parser = EventParser::default();
     let mut delivered = false;
@@ -92,8 +90,8 @@ async fn follow(inner: &Weak<Inner>, response: reqwest::Response, idle_timeout: 
         for event in events.into_iter().filter(|event| event.kind == "catalog") {
             // Data that is not understood announces "unknown": the cache is not trusted.
             let etag = serde_json::from_str::<CatalogEvent>(&event.data).ok().and_then(|event| event.etag);
-            let Some(inner) = inner.upgrade() else { return delivered };
-            inner.announce(Some(etag));
+            let Some(shared) = shared.upgrade() else { return delivered };
+            shared.announce(Some(etag));
             delivered = true;
         }
     }
