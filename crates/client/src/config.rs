@@ -57,9 +57,9 @@ impl std::str::FromStr for BearerToken {
 /// makes is one, see [`RemoteSkillDiscoverer`](crate::RemoteSkillDiscoverer)), only after a
 /// connection failure, a 5xx or a 429, never after another 4xx; at most `max_retries` times,
 /// waiting an exponentially growing, jittered delay (half fixed, half random) from
-/// `initial_backoff` up to `max_backoff`. A `Retry-After` of some seconds is honoured as the
-/// delay; one longer than `max_backoff` ends the retries at once (the error is returned rather
-/// than waited out).
+/// `initial_backoff` up to `max_backoff`. A `Retry-After` (seconds or an HTTP date) is honoured
+/// as the delay; one longer than `max_backoff` ends the retries at once (the error is returned
+/// rather than waited out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     max_retries: u32,

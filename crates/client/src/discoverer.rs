@@ -252,13 +252,15 @@ mod tests {
             Reply::Hang,
             problem(503, "overloaded", "busy").header("retry-after", "0"),
             Reply::status(429).header("retry-after", "0"),
+            // A date already past: retried at once.
+            Reply::status(503).header("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
             Reply::status(502),
             catalog("c1", &["alpha"]),
         ];
         let server = FakeServer::start(replies).await;
-        let remote = quick(&server, 4);
+        let remote = quick(&server, 5);
         assert_eq!(remote.discover().await.unwrap().len(), 1);
-        assert_eq!(server.requests().len(), 5);
+        assert_eq!(server.requests().len(), 6);
     }
 
     #[tokio::test]
@@ -292,12 +294,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_retry_after_longer_than_the_policy_allows_ends_the_retries() {
-        let server = FakeServer::start(vec![Reply::status(429).header("retry-after", "60")]).await;
-        let started = std::time::Instant::now();
-        let error = quick(&server, 3).catalog().await.unwrap_err();
-        assert!(matches!(error, ClientError::RateLimited(_)), "{error:?}");
-        assert_eq!(server.requests().len(), 1);
-        assert!(started.elapsed() < Duration::from_secs(5));
+        let in_an_hour = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3600));
+        for retry_after in ["60".to_owned(), in_an_hour] {
+            let server = FakeServer::start(vec![Reply::status(429).header("retry-after", retry_after)]).await;
+            let started = std::time::Instant::now();
+            let error = quick(&server, 3).catalog().await.unwrap_err();
+            assert!(matches!(error, ClientError::RateLimited(_)), "{error:?}");
+            assert_eq!(server.requests().len(), 1);
+            assert!(started.elapsed() < Duration::from_secs(5));
+        }
     }
 
     #[tokio::test]
