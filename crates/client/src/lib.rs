@@ -67,7 +67,6 @@ mod discoverer;
 mod error;
 mod retry;
 mod shared;
-mod sse;
 mod watch;
 
 pub use catalog::{RemoteCatalog, RemoteDiagnostic, RemoteSkill, ShadowedSkill};
