@@ -48,6 +48,8 @@
 //! The `rustls` feature lets the client this crate makes speak HTTPS; otherwise inject a
 //! configured [`reqwest::Client`] with [`Builder::client`].
 
+#![forbid(unsafe_code)]
+
 mod catalog;
 mod config;
 mod discoverer;
