@@ -1,5 +1,6 @@
-//! What a discoverer is configured with: the bearer token (a secret type), the retry policy and
-//! the builder.
+//! What a discoverer is configured with: the bearer token (a secret type), the retry policy, the
+//! builder and the settings it makes. Nothing here depends on the discoverer, so every other part
+//! of the client can use these types.
 
 use std::fmt;
 use std::time::Duration;
@@ -7,7 +8,6 @@ use std::time::Duration;
 use reqwest::Url;
 use reqwest::header::HeaderValue;
 
-use crate::discoverer::RemoteSkillDiscoverer;
 use crate::error::ClientError;
 
 /// A bearer token for `Authorization: Bearer <token>`. Its `Debug` output is redacted, it has no
@@ -54,11 +54,12 @@ impl std::str::FromStr for BearerToken {
 }
 
 /// When a failed request is sent again: only idempotent requests (every request this client
-/// makes is one, see [`RemoteSkillDiscoverer`]), only after a connection failure, a 5xx or a 429,
-/// never after another 4xx; at most `max_retries` times, waiting an exponentially growing,
-/// jittered delay (half fixed, half random) from `initial_backoff` up to `max_backoff`. A
-/// `Retry-After` of some seconds is honoured as the delay; one longer than `max_backoff` ends the
-/// retries at once (the error is returned rather than waited out).
+/// makes is one, see [`RemoteSkillDiscoverer`](crate::RemoteSkillDiscoverer)), only after a
+/// connection failure, a 5xx or a 429, never after another 4xx; at most `max_retries` times,
+/// waiting an exponentially growing, jittered delay (half fixed, half random) from
+/// `initial_backoff` up to `max_backoff`. A `Retry-After` (seconds or an HTTP date) is honoured
+/// as the delay; one longer than `max_backoff` ends the retries at once (the error is returned
+/// rather than waited out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     max_retries: u32,
@@ -100,11 +101,12 @@ impl RetryPolicy {
     /// `initial_backoff * 2^retry`, capped at `max_backoff`.
     pub(crate) fn backoff(&self, retry: u32) -> Duration {
         let ceiling = self.initial_backoff.saturating_mul(1u32 << retry.min(20)).min(self.max_backoff);
-        ceiling / 2 + crate::retry::jitter(ceiling / 2)
+        ceiling / 2 + (ceiling / 2).mul_f64(fastrand::f64())
     }
 }
 
-/// Builds a [`RemoteSkillDiscoverer`]; start with [`RemoteSkillDiscoverer::builder`].
+/// Builds a [`RemoteSkillDiscoverer`](crate::RemoteSkillDiscoverer); start with
+/// [`RemoteSkillDiscoverer::builder`](crate::RemoteSkillDiscoverer::builder).
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct Builder {
@@ -183,9 +185,9 @@ impl Builder {
         self
     }
 
-    /// Checks the base URL (`http` or `https`, without credentials in it) and makes the
-    /// discoverer. Makes no request.
-    pub fn build(self) -> Result<RemoteSkillDiscoverer, ClientError> {
+    /// Checks the base URL and makes the client, if none was injected: what
+    /// [`build`](Self::build) makes a discoverer of.
+    pub(crate) fn into_settings(self) -> Result<Settings, ClientError> {
         let base = base_url(&self.base_url)?;
         let client = match self.client {
             Some(client) => client,
@@ -195,7 +197,7 @@ impl Builder {
                 .build()
                 .map_err(|error| ClientError::Config(format!("cannot make an HTTP client: {error}")))?,
         };
-        let settings = Settings {
+        Ok(Settings {
             endpoints: Endpoints::new(&base)?,
             base,
             client,
@@ -204,8 +206,7 @@ impl Builder {
             retry: self.retry,
             watch: self.watch,
             watch_idle_timeout: self.watch_idle_timeout,
-        };
-        Ok(RemoteSkillDiscoverer::from_settings(settings))
+        })
     }
 }
 

@@ -1,18 +1,20 @@
 //! [`RemoteSkillDiscoverer`]: a skillcat server's catalog as a [`SkillDiscoverer`].
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use reqwest::header::{ACCEPT, ETAG, HeaderValue, IF_MATCH, IF_NONE_MATCH};
+use reqwest::header::{ACCEPT, IF_MATCH};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use skillcat_core::{Discovery, Skill, SkillDiscoverer, SkillError, SkillLoadResult, TokenLimit};
 use tokio::task::JoinHandle;
 
 use crate::catalog::RemoteCatalog;
-use crate::config::{Builder, Settings};
+use crate::config::Builder;
 use crate::error::ClientError;
+use crate::shared::{Shared, lock};
+use crate::{retry, watch};
 
 /// A skillcat server's catalog over HTTP, usable wherever a local discoverer is: alone, or inside
 /// a [`CompositeSkillDiscoverer`](skillcat_core::CompositeSkillDiscoverer) next to local
@@ -42,89 +44,9 @@ use crate::error::ClientError;
 /// [`SkillError`] (stale descriptors to errors whose [`is_stale`](SkillError::is_stale) holds,
 /// anything else to [`SkillError::Source`] holding the [`ClientError`]).
 pub struct RemoteSkillDiscoverer {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
     /// The watch task, started at the first discovery; aborted on drop.
     watch: Mutex<Option<JoinHandle<()>>>,
-}
-
-/// What the discoverer and its watch task share.
-pub(crate) struct Inner {
-    pub settings: Settings,
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    /// The last catalog the server answered.
-    catalog: Option<Arc<RemoteCatalog>>,
-    /// While the event stream is up and has spoken: the tag of the catalog it last announced
-    /// (`Some(None)`: the catalog is unavailable or the event was not understood).
-    announced: Option<Option<String>>,
-}
-
-impl State {
-    /// The cached catalog, if the live event stream vouches that it is the current one.
-    fn vouched(&self) -> Option<&Arc<RemoteCatalog>> {
-        match (&self.announced, &self.catalog) {
-            (Some(Some(etag)), Some(catalog)) if etag == catalog.etag() => Some(catalog),
-            _ => None,
-        }
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Inner {
-    fn state(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
-
-    /// Records what the event stream said: `Some(tag)` for an event, `None` when it went down.
-    pub(crate) fn announce(&self, announced: Option<Option<String>>) {
-        self.state().announced = announced;
-    }
-
-    /// `GET /skills`, conditional on the cached catalog's tag.
-    async fn fetch_catalog(&self) -> Result<Arc<RemoteCatalog>, ClientError> {
-        let cached = self.state().catalog.clone();
-        let settings = &self.settings;
-        let response = settings
-            .send(|| {
-                let request =
-                    settings.request(Method::GET, settings.endpoints.skills.clone()).header(ACCEPT, "application/json");
-                match &cached {
-                    Some(catalog) => request.header(IF_NONE_MATCH, catalog.validator().clone()),
-                    None => request,
-                }
-            })
-            .await?;
-        match response.status() {
-            StatusCode::NOT_MODIFIED => {
-                cached.ok_or_else(|| ClientError::InvalidResponse("304 to an unconditional GET /skills".into()))
-            }
-            StatusCode::OK => {
-                let etag = response.headers().get(ETAG).cloned();
-                let body = response.bytes().await.map_err(ClientError::Transport)?;
-                let catalog = Arc::new(RemoteCatalog::parse(&body, etag.as_ref())?);
-                self.state().catalog = Some(Arc::clone(&catalog));
-                Ok(catalog)
-            }
-            _ => Err(ClientError::from_response(response, None).await),
-        }
-    }
-
-    /// The tag of `skill` if it is the last discovery's descriptor of that name.
-    fn current_tag(&self, skill: &Skill) -> Result<HeaderValue, ClientError> {
-        let state = self.state();
-        let entry = state.catalog.as_ref().and_then(|catalog| catalog.get(skill.name().as_str()));
-        match entry {
-            Some(entry) if entry.skill == *skill => HeaderValue::from_str(&entry.etag)
-                .map_err(|_| ClientError::InvalidResponse(format!("bad tag for skill '{}'", skill.name()))),
-            _ => Err(ClientError::NotInCatalog { name: skill.name().clone() }),
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -144,47 +66,42 @@ impl RemoteSkillDiscoverer {
         Builder::new(base_url.as_ref())
     }
 
-    pub(crate) fn from_settings(settings: Settings) -> Self {
-        let inner = Inner { settings, state: Mutex::default() };
-        RemoteSkillDiscoverer { inner: Arc::new(inner), watch: Mutex::default() }
-    }
-
     /// The base URL the routes are joined to (it ends in `/`).
     pub fn base_url(&self) -> &reqwest::Url {
-        &self.inner.settings.base
+        &self.shared.settings.base
     }
 
     /// The current catalog, with sources, tags, shadowed skills and diagnostics: from memory in
     /// watch mode while the event stream vouches for it, otherwise by a conditional
     /// `GET /skills` (a 304 answers the same [`Arc`] again).
     pub async fn catalog(&self) -> Result<Arc<RemoteCatalog>, ClientError> {
-        if self.inner.settings.watch {
-            if let Some(catalog) = self.inner.state().vouched() {
-                return Ok(Arc::clone(catalog));
+        if self.shared.settings.watch {
+            if let Some(catalog) = self.shared.vouched() {
+                return Ok(catalog);
             }
             self.ensure_watching();
         }
-        self.inner.fetch_catalog().await
+        self.shared.fetch_catalog().await
     }
 
     /// The last catalog answered, without a request.
     pub fn cached(&self) -> Option<Arc<RemoteCatalog>> {
-        self.inner.state().catalog.clone()
+        self.shared.cached()
     }
 
     /// Whether the next discovery will answer from memory: watch mode is on, the event stream
     /// is connected, and the last event announced the cached catalog.
     pub fn is_live(&self) -> bool {
-        self.inner.settings.watch && self.inner.state().vouched().is_some()
+        self.shared.settings.watch && self.shared.vouched().is_some()
     }
 
     /// The whole `SKILL.md` of `skill`, exactly the version the last discovery listed.
     pub async fn content(&self, skill: &Skill) -> Result<String, ClientError> {
-        let tag = self.inner.current_tag(skill)?;
-        let settings = &self.inner.settings;
+        let tag = self.shared.current_tag(skill)?;
+        let settings = &self.shared.settings;
         let url = settings.url(&format!("skills/{}/content", skill.name()));
         let response =
-            settings.send(|| settings.request(Method::GET, url.clone()).header(IF_MATCH, tag.clone())).await?;
+            retry::send(settings, || settings.request(Method::GET, url.clone()).header(IF_MATCH, tag.clone())).await?;
         if response.status() != StatusCode::OK {
             return Err(ClientError::from_response(response, Some(skill.name())).await);
         }
@@ -196,19 +113,18 @@ impl RemoteSkillDiscoverer {
     /// The content of `skill` within `limit` estimated tokens, cut by the server as nagents'
     /// `budget_skill_content` cuts it (`POST /skills/{name}/load`, guarded like [`content`](Self::content)).
     pub async fn load_budgeted(&self, skill: &Skill, limit: TokenLimit) -> Result<SkillLoadResult, ClientError> {
-        let tag = self.inner.current_tag(skill)?;
-        let settings = &self.inner.settings;
+        let tag = self.shared.current_tag(skill)?;
+        let settings = &self.shared.settings;
         let url = settings.url(&format!("skills/{}/load", skill.name()));
         let body = LoadRequest { token_limit: limit.get() };
-        let response = settings
-            .send(|| {
-                settings
-                    .request(Method::POST, url.clone())
-                    .header(IF_MATCH, tag.clone())
-                    .header(ACCEPT, "application/json")
-                    .json(&body)
-            })
-            .await?;
+        let response = retry::send(settings, || {
+            settings
+                .request(Method::POST, url.clone())
+                .header(IF_MATCH, tag.clone())
+                .header(ACCEPT, "application/json")
+                .json(&body)
+        })
+        .await?;
         if response.status() != StatusCode::OK {
             return Err(ClientError::from_response(response, Some(skill.name())).await);
         }
@@ -225,8 +141,19 @@ impl RemoteSkillDiscoverer {
     fn ensure_watching(&self) {
         let mut task = lock(&self.watch);
         if task.as_ref().is_none_or(JoinHandle::is_finished) {
-            *task = crate::watch::spawn(&self.inner);
+            *task = watch::spawn(&self.shared);
         }
+    }
+}
+
+// The builder's last step lives beside the discoverer it makes, so that the configuration
+// depends on nothing of the discoverer.
+impl Builder {
+    /// Checks the base URL (`http` or `https`, without credentials in it) and makes the
+    /// discoverer. Makes no request.
+    pub fn build(self) -> Result<RemoteSkillDiscoverer, ClientError> {
+        let shared = Shared::new(self.into_settings()?);
+        Ok(RemoteSkillDiscoverer { shared: Arc::new(shared), watch: Mutex::default() })
     }
 }
 
@@ -240,7 +167,7 @@ impl Drop for RemoteSkillDiscoverer {
 
 impl fmt::Debug for RemoteSkillDiscoverer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let settings = &self.inner.settings;
+        let settings = &self.shared.settings;
         f.debug_struct("RemoteSkillDiscoverer")
             .field("base_url", &settings.base.as_str())
             .field("token", &settings.token)
@@ -325,13 +252,15 @@ mod tests {
             Reply::Hang,
             problem(503, "overloaded", "busy").header("retry-after", "0"),
             Reply::status(429).header("retry-after", "0"),
+            // A date already past: retried at once.
+            Reply::status(503).header("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
             Reply::status(502),
             catalog("c1", &["alpha"]),
         ];
         let server = FakeServer::start(replies).await;
-        let remote = quick(&server, 4);
+        let remote = quick(&server, 5);
         assert_eq!(remote.discover().await.unwrap().len(), 1);
-        assert_eq!(server.requests().len(), 5);
+        assert_eq!(server.requests().len(), 6);
     }
 
     #[tokio::test]
@@ -365,12 +294,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_retry_after_longer_than_the_policy_allows_ends_the_retries() {
-        let server = FakeServer::start(vec![Reply::status(429).header("retry-after", "60")]).await;
-        let started = std::time::Instant::now();
-        let error = quick(&server, 3).catalog().await.unwrap_err();
-        assert!(matches!(error, ClientError::RateLimited(_)), "{error:?}");
-        assert_eq!(server.requests().len(), 1);
-        assert!(started.elapsed() < Duration::from_secs(5));
+        let in_an_hour = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3600));
+        for retry_after in ["60".to_owned(), in_an_hour] {
+            let server = FakeServer::start(vec![Reply::status(429).header("retry-after", retry_after)]).await;
+            let started = std::time::Instant::now();
+            let error = quick(&server, 3).catalog().await.unwrap_err();
+            assert!(matches!(error, ClientError::RateLimited(_)), "{error:?}");
+            assert_eq!(server.requests().len(), 1);
+            assert!(started.elapsed() < Duration::from_secs(5));
+        }
     }
 
     #[tokio::test]
@@ -512,7 +444,7 @@ mod tests {
     async fn an_injected_client_is_used() {
         let server = FakeServer::start(vec![catalog("c1", &["alpha"])]).await;
         let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert("x-probe", HeaderValue::from_static("injected"));
+        headers.insert("x-probe", reqwest::header::HeaderValue::from_static("injected"));
         let client = reqwest::Client::builder().default_headers(headers).build().unwrap();
         let remote = RemoteSkillDiscoverer::builder(server.url()).client(client).build().unwrap();
         remote.discover().await.unwrap();
