@@ -1,4 +1,4 @@
-//! What every handler shares, and the shutdown signal every long-lived task watches.
+//! What every handler shares.
 
 use std::sync::Arc;
 
@@ -16,9 +16,4 @@ pub struct App {
     pub tokens: Option<TokenStore>,
     /// Flips to true when shutdown starts: readiness fails and event streams end.
     pub shutdown: watch::Receiver<bool>,
-}
-
-/// Completes once shutdown has started.
-pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }

@@ -191,7 +191,7 @@ async fn reload(
         tokio::select! {
             () = changed.notified() => tokio::time::sleep(SETTLE).await,
             _ = ticker.tick() => {}
-            () = crate::app::stopped(&mut shutdown) => return,
+            () = crate::shutdown::stopped(&mut shutdown) => return,
         }
         let read_path = path.clone();
         let read = tokio::task::spawn_blocking(move || Tokens::read(&read_path)).await;

@@ -11,4 +11,5 @@ pub mod cli;
 pub mod config;
 pub mod observability;
 pub mod server;
+pub mod shutdown;
 pub mod sources;

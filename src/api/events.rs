@@ -86,7 +86,7 @@ impl EventStream {
         if !std::mem::take(&mut self.first) {
             tokio::select! {
                 changed = self.snapshots.changed() => changed.ok()?,
-                () = crate::app::stopped(&mut self.shutdown) => return None,
+                () = crate::shutdown::stopped(&mut self.shutdown) => return None,
                 () = revoked(self.access.as_mut()) => return None,
             }
         }

@@ -16,8 +16,8 @@ use tokio::sync::{Notify, watch};
 use super::CatalogError;
 use super::contents::{Content, ContentCache};
 use super::snapshot::{Catalog, CatalogSkill, CatalogState, Snapshot};
-use crate::app::stopped;
 use crate::observability::Metrics;
+use crate::shutdown::stopped;
 use crate::sources::Sources;
 
 /// Skill files read at once while preparing a snapshot.

@@ -12,7 +12,7 @@ use skillcat_core::{SkillDiscoverer, SkillError, SkillName, TokenLimit, budget_s
 
 use crate::config::SourceArgs;
 use crate::observability::LogFormat;
-use crate::server::{ServeOptions, Server, shutdown_signal};
+use crate::server::{ServeOptions, Server};
 use crate::sources::Sources;
 
 #[derive(Debug, Parser)]
@@ -136,7 +136,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     options.live.rescan_interval =
         (args.rescan_interval > 0).then(|| std::time::Duration::from_secs(args.rescan_interval));
     let server = Server::bind(options).await?;
-    server.run(shutdown_signal()).await
+    server.run(crate::shutdown::signal()).await
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
