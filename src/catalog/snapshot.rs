@@ -170,9 +170,9 @@ fn tagged(untagged: &[u8], etag: &ETag) -> Vec<u8> {
 pub struct CatalogSkill {
     pub skill: Skill,
     /// Index of the owning source.
-    pub source: usize,
+    pub(super) source: usize,
     /// The content version the tag covers (`None`: it could not be read).
-    pub version: Option<ContentVersion>,
+    pub(super) version: Option<ContentVersion>,
     pub entry: SkillEntry,
     /// `GET /skills/{name}`; its tag is the skill's.
     pub body: PreparedBody,
