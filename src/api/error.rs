@@ -22,37 +22,21 @@ pub struct Problem {
 pub mod responses {
     use super::Problem;
 
-    #[derive(utoipa::IntoResponses)]
-    #[response(status = 400, description = "Invalid skill name", content_type = "application/problem+json")]
-    pub struct InvalidName(pub Problem);
+    macro_rules! problems {
+        ($($name:ident = $status:literal, $description:literal;)*) => {$(
+            #[derive(utoipa::IntoResponses)]
+            #[response(status = $status, description = $description, content_type = "application/problem+json")]
+            pub struct $name(pub Problem);
+        )*};
+    }
 
-    #[derive(utoipa::IntoResponses)]
-    #[response(status = 404, description = "No such skill", content_type = "application/problem+json")]
-    pub struct UnknownSkill(pub Problem);
-
-    #[derive(utoipa::IntoResponses)]
-    #[response(
-        status = 409,
-        description = "The skill changed or vanished; refresh discovery and retry",
-        content_type = "application/problem+json"
-    )]
-    pub struct Changed(pub Problem);
-
-    #[derive(utoipa::IntoResponses)]
-    #[response(
-        status = 412,
-        description = "An If-Match header does not name the skill's current tag",
-        content_type = "application/problem+json"
-    )]
-    pub struct PreconditionFailed(pub Problem);
-
-    #[derive(utoipa::IntoResponses)]
-    #[response(
-        status = 503,
-        description = "The catalog is unavailable: a source failed, or the first discovery is still running",
-        content_type = "application/problem+json"
-    )]
-    pub struct Unavailable(pub Problem);
+    problems! {
+        InvalidName = 400, "Invalid skill name";
+        UnknownSkill = 404, "No such skill";
+        Changed = 409, "The skill changed or vanished; refresh discovery and retry";
+        PreconditionFailed = 412, "An If-Match header does not name the skill's current tag";
+        Unavailable = 503, "The catalog is unavailable: a source failed, or the first discovery is still running";
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
