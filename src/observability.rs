@@ -65,6 +65,8 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<String, BTreeMap<u16, u64>>>,
     latency: Mutex<BTreeMap<String, Histogram>>,
     scans: Mutex<Histogram>,
+    scan_failures: AtomicU64,
+    catalog_failing: AtomicU64,
     catalog_skills: AtomicUsize,
     watcher_errors: AtomicU64,
     sse_clients: AtomicUsize,
@@ -91,6 +93,16 @@ impl Metrics {
 
     pub fn scan_finished(&self, elapsed: Duration) {
         lock(&self.scans).observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a rescan that failed (a source could not be read, or listed a name twice).
+    pub fn scan_failed(&self) {
+        self.scan_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether the catalog served is not the files' current state, because the last scan failed.
+    pub fn set_failing(&self, failing: bool) {
+        self.catalog_failing.store(u64::from(failing), Ordering::Relaxed);
     }
 
     pub fn set_catalog_size(&self, skills: usize) {
@@ -131,6 +143,18 @@ impl Metrics {
                 "gauge",
                 "Skills in the current catalog.",
                 self.catalog_skills.load(Ordering::Relaxed) as u64,
+            ),
+            (
+                "skillcat_scan_failures_total",
+                "counter",
+                "Scans that failed (a source could not be read, or listed a name twice).",
+                self.scan_failures.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_catalog_failing",
+                "gauge",
+                "1 while the last scan failed: the last good catalog (or none) is served, with the error.",
+                self.catalog_failing.load(Ordering::Relaxed),
             ),
             (
                 "skillcat_watcher_errors_total",

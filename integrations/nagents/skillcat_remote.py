@@ -33,8 +33,11 @@ Errors:
     "Skill 'x' is not in this remote catalog; refresh discovery";
   - the skill changed or vanished on the server (404, 409 or 412 on load):
     "Skill 'x' changed; refresh discovery and retry";
-  - a source of the server failed (503 ``urn:skillcat:problem:catalog-unavailable``): the
-    problem's ``detail``, which is nagents' own message, e.g. "Duplicate skill name 'x' at /p";
+  - a source of the server failed before it had any good catalog (503
+    ``urn:skillcat:problem:catalog-unavailable``): the problem's ``detail``, which starts with
+    nagents' own message, e.g. "Duplicate skill name 'x' at /p (the other is at /q)". Once the
+    server has had a good catalog it keeps serving it through failures: ``discover()`` returns
+    it, and ``catalog_error`` says what failed and since when;
   - a descriptor the server sent that nagents' ``Skill`` rejects.
 * ``SkillcatError`` (an ``OSError``): the server could not be reached, broke the protocol, or
   answered another error (401, 503 not ready / at capacity / shutting down, ...); it carries
@@ -67,7 +70,7 @@ from dataclasses import dataclass
 
 from nagents.skills import Skill
 
-__all__ = ["RemoteSkillDiscoverer", "SkillcatError", "SkillcatTimeout"]
+__all__ = ["CatalogFailure", "RemoteSkillDiscoverer", "SkillcatError", "SkillcatTimeout"]
 
 # A whole catalog (thousands of descriptors) fits easily; a larger answer is refused.
 _MAX_CATALOG_BYTES = 64 * 1024 * 1024
@@ -130,6 +133,21 @@ class _Catalog:
     skills: tuple[Skill, ...]
     entries: Mapping[str, tuple[Skill, str]]
     diagnostics: tuple[str, ...]
+    error: CatalogFailure | None
+
+
+@dataclass(frozen=True)
+class CatalogFailure:
+    """Why the server serves its last good catalog rather than what its files say now: a scan
+    failed (a source could not be read, or listed a name twice). The catalog is complete and
+    usable; this says that it is not current."""
+
+    source: str
+    """The label of the server-side source that failed."""
+    message: str
+    """The source's message."""
+    since: str
+    """When the scans started failing this way (RFC 3339)."""
 
 
 class RemoteSkillDiscoverer:
@@ -194,6 +212,12 @@ class RemoteSkillDiscoverer:
     def diagnostics(self) -> tuple[str, ...]:
         """The server's messages for files it skipped, as of the last successful discovery."""
         return self._catalog.diagnostics if self._catalog is not None else ()
+
+    @property
+    def catalog_error(self) -> CatalogFailure | None:
+        """Set while the server's scans fail, as of the last successful discovery: the catalog
+        ``discover()`` returned is then the server's last good one, not its files' current state."""
+        return self._catalog.error if self._catalog is not None else None
 
     async def discover(self) -> Sequence[Skill]:
         """The server's current catalog, in name order; a 304 answer reuses the cached one."""
@@ -433,7 +457,15 @@ def _parse_catalog(response: _Response) -> _Catalog:
         for item in data.get("diagnostics") or ()
         if isinstance(item, dict) and isinstance(item.get("message"), str)
     )
+    error = None
+    failure = data.get("error")
+    if isinstance(failure, dict):
+        error = CatalogFailure(
+            _text(failure.get("source"), "error source"),
+            _text(failure.get("message"), "error message"),
+            _text(failure.get("since"), "error time"),
+        )
     etag = response.headers.get("etag")
     if etag is None and isinstance(data.get("etag"), str):
         etag = data["etag"]
-    return _Catalog(etag, tuple(skill for skill, _ in entries.values()), entries, diagnostics)
+    return _Catalog(etag, tuple(skill for skill, _ in entries.values()), entries, diagnostics, error)

@@ -5,17 +5,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use skillcat_core::{CompositeDiscovery, ContentVersion, SkillDiscoverer};
+use skillcat_core::{CompositeDiscovery, ContentVersion, SkillDiscoverer, SourceError};
 use tokio::sync::{Notify, watch};
 
 use super::CatalogError;
 use super::contents::{Content, ContentCache};
-use super::snapshot::{Catalog, CatalogSkill, CatalogState, Snapshot};
+use super::snapshot::{Catalog, CatalogFailure, CatalogSkill, CatalogState, Snapshot};
 use crate::observability::Metrics;
 use crate::shutdown::stopped;
 use crate::sources::Sources;
@@ -189,6 +189,7 @@ impl LiveCatalog {
         let sources = &self.inner.sources;
         let state = match sources.composite.scan_sources().await {
             Ok(mut discovery) => {
+                self.inner.metrics.set_failing(false);
                 self.read_missing_versions(&mut discovery).await;
                 let labels: Vec<String> = sources.info.iter().map(|info| info.label.clone()).collect();
                 // The first catalog is compressed before it is published (nothing is served yet);
@@ -215,10 +216,7 @@ impl LiveCatalog {
                     Err(_) => return,
                 }
             }
-            Err(error) => {
-                tracing::warn!(%error, "a source failed; the catalog is unavailable");
-                Some(CatalogState::Failed(error.to_string()))
-            }
+            Err(failure) => self.failed(&failure),
         };
         let metrics = &self.inner.metrics;
         metrics.scan_finished(started.elapsed());
@@ -233,7 +231,7 @@ impl LiveCatalog {
                 return false;
             }
             let version = current.version + 1;
-            tracing::info!(version, "published a new catalog version");
+            self.report(version, &state);
             *current = Arc::new(Snapshot { version, state });
             published = Some(Arc::clone(current));
             true
@@ -245,6 +243,58 @@ impl LiveCatalog {
                 }
             });
         }
+    }
+
+    /// What a failed scan leaves published. Before any good catalog it is the failure (every
+    /// catalog route answers 503); after one, the last good catalog stays, carrying the failure.
+    /// `None`: this failure is already published.
+    fn failed(&self, failure: &SourceError) -> Option<CatalogState> {
+        let metrics = &self.inner.metrics;
+        metrics.scan_failed();
+        metrics.set_failing(true);
+        let source = self.inner.sources.label(failure.index).to_owned();
+        let message = failure.error.explanation();
+        let current = self.snapshot();
+        match &current.state {
+            CatalogState::Ready(catalog) => {
+                if catalog.error.as_ref().is_some_and(|known| known.source == source && known.message == message) {
+                    return None;
+                }
+                tracing::warn!(
+                    source,
+                    error = message,
+                    "a scan failed; serving the last good catalog until it succeeds"
+                );
+                let since = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+                Some(CatalogState::Ready(Box::new(catalog.failing(CatalogFailure { source, message, since }))))
+            }
+            CatalogState::Failed(known) if *known == message => None,
+            _ => {
+                tracing::warn!(source, error = message, "a scan failed; no catalog is served until one succeeds");
+                Some(CatalogState::Failed(message))
+            }
+        }
+    }
+
+    /// One line for each new version: what it holds, and what was skipped, source by source.
+    fn report(&self, version: u64, state: &CatalogState) {
+        let CatalogState::Ready(catalog) = state else { return };
+        let labels = self.inner.sources.info.iter().map(|info| info.label.as_str());
+        let diagnostics = labels
+            .map(|label| {
+                let count = catalog.diagnostics.iter().filter(|diagnostic| diagnostic.source == label).count();
+                format!("{label}: {count}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::info!(
+            version,
+            skills = catalog.skills.len(),
+            shadowed = catalog.shadowed.len(),
+            diagnostics,
+            failing = catalog.error.is_some(),
+            "published a new catalog version"
+        );
     }
 
     /// The tags cover each skill's content: sources that read contents to discover them (every

@@ -10,6 +10,6 @@ pub use contents::Content;
 pub use error::CatalogError;
 pub use live::{LiveCatalog, LiveOptions};
 pub use snapshot::{
-    Catalog, CatalogBody, CatalogSkill, CatalogState, DiagnosticEntry, ETag, PreparedBody, ShadowedEntry, SkillEntry,
-    Snapshot,
+    Catalog, CatalogBody, CatalogFailure, CatalogSkill, CatalogState, DiagnosticEntry, ETag, PreparedBody,
+    ShadowedEntry, SkillEntry, Snapshot,
 };

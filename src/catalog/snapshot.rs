@@ -121,6 +121,19 @@ pub struct DiagnosticEntry {
     pub message: String,
 }
 
+/// Why the catalog served is not what the files say now: a scan failed after a good catalog,
+/// which is served until a scan succeeds again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct CatalogFailure {
+    /// The label of the source that failed.
+    pub source: String,
+    /// nagents' message (for a name listed twice, followed by where the other one is).
+    pub message: String,
+    /// When the scans started failing this way (RFC 3339, UTC).
+    #[schema(example = "2026-12-01T09:30:00Z")]
+    pub since: String,
+}
+
 /// The body of `GET /skills`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CatalogBody<'a> {
@@ -133,6 +146,10 @@ pub struct CatalogBody<'a> {
     pub shadowed: &'a [ShadowedEntry],
     #[schema(value_type = Vec<DiagnosticEntry>)]
     pub diagnostics: &'a [DiagnosticEntry],
+    /// Present only while the last scan failed: the catalog is the last good one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<CatalogFailure>)]
+    pub error: Option<&'a CatalogFailure>,
 }
 
 /// The body of `GET /skills` without its `etag` field: what the tag is the hash of.
@@ -141,6 +158,8 @@ struct Untagged<'a> {
     skills: Entries<'a>,
     shadowed: &'a [ShadowedEntry],
     diagnostics: &'a [DiagnosticEntry],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a CatalogFailure>,
 }
 
 /// The entries of the catalog's skills, serialized in place.
@@ -150,6 +169,19 @@ impl Serialize for Entries<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.0.iter().map(|skill| &skill.entry))
     }
+}
+
+/// `GET /skills`, tagged with the hash of its content.
+fn listing(
+    skills: &[Arc<CatalogSkill>],
+    shadowed: &[ShadowedEntry],
+    diagnostics: &[DiagnosticEntry],
+    error: Option<&CatalogFailure>,
+) -> PreparedBody {
+    let untagged = serde_json::to_vec(&Untagged { skills: Entries(skills), shadowed, diagnostics, error })
+        .expect("catalogs serialize");
+    let etag = ETag::of(&[&untagged]);
+    PreparedBody::new(tagged(&untagged, &etag), etag)
 }
 
 /// The body of `GET /skills` (a [`CatalogBody`]): the untagged body with the tag as its first
@@ -185,6 +217,8 @@ pub struct Catalog {
     pub skills: Vec<Arc<CatalogSkill>>,
     pub shadowed: Vec<ShadowedEntry>,
     pub diagnostics: Vec<DiagnosticEntry>,
+    /// Set while the last scan failed (this catalog is then the last good one).
+    pub error: Option<CatalogFailure>,
     /// `GET /skills`.
     pub listing: PreparedBody,
     /// `GET /manifest`.
@@ -244,6 +278,7 @@ impl Catalog {
             .map(|diagnostic| DiagnosticEntry { source: label(diagnostic.source), message: diagnostic.message.clone() })
             .collect();
         if let Some(previous) = previous
+            && previous.error.is_none()
             && previous.skills.len() == skills.len()
             && previous.skills.iter().zip(&skills).all(|(a, b)| Arc::ptr_eq(a, b))
             && previous.shadowed == shadowed
@@ -251,20 +286,30 @@ impl Catalog {
         {
             return None;
         }
-        let untagged =
-            serde_json::to_vec(&Untagged { skills: Entries(&skills), shadowed: &shadowed, diagnostics: &diagnostics })
-                .expect("catalogs serialize");
-        let etag = ETag::of(&[&untagged]);
-        let listing = tagged(&untagged, &etag);
+        let listing = listing(&skills, &shadowed, &diagnostics, None);
         let manifest = render_skill_manifest(skills.iter().map(|skill| &skill.skill));
         let manifest_etag = ETag::of(&[manifest.as_bytes()]);
         Some(Catalog {
             skills,
             shadowed,
             diagnostics,
-            listing: PreparedBody::new(listing, etag),
+            error: None,
+            listing,
             manifest: PreparedBody::new(manifest.into_bytes(), manifest_etag),
         })
+    }
+
+    /// This catalog, served on while a scan fails: the same skills and manifest, and a listing
+    /// that carries the failure (and so a new tag, which tells clients and event streams).
+    pub(super) fn failing(&self, error: CatalogFailure) -> Self {
+        Catalog {
+            skills: self.skills.clone(),
+            shadowed: self.shadowed.clone(),
+            diagnostics: self.diagnostics.clone(),
+            listing: listing(&self.skills, &self.shadowed, &self.diagnostics, Some(&error)),
+            error: Some(error),
+            manifest: self.manifest.clone(),
+        }
     }
 
     /// Prepares the gzip form of every body large enough for it. Run off the request path: a
@@ -358,19 +403,29 @@ mod tests {
         let skills = [Arc::new(CatalogSkill { skill, source: 0, version: None, entry: entry.clone(), body })];
         let shadowed = [ShadowedEntry { name: entry.name.clone(), location: "/b".into(), source: "b".into() }];
         let diagnostics = [DiagnosticEntry { source: "/srv".into(), message: "x: \u{2028} bad".into() }];
-        let untagged =
-            serde_json::to_vec(&Untagged { skills: Entries(&skills), shadowed: &shadowed, diagnostics: &diagnostics })
-                .unwrap();
-        let etag = ETag::of(&[&untagged]);
+        let failure =
+            CatalogFailure { source: "/srv".into(), message: "m".into(), since: "2026-12-01T00:00:00Z".into() };
         let entries = [entry];
-        let expected = serde_json::to_vec(&CatalogBody {
-            etag: &etag,
-            skills: &entries,
-            shadowed: &shadowed,
-            diagnostics: &diagnostics,
-        })
-        .unwrap();
-        assert_eq!(String::from_utf8(tagged(&untagged, &etag)).unwrap(), String::from_utf8(expected).unwrap());
+        for error in [None, Some(&failure)] {
+            let listing = listing(&skills, &shadowed, &diagnostics, error);
+            let expected = serde_json::to_vec(&CatalogBody {
+                etag: &listing.etag,
+                skills: &entries,
+                shadowed: &shadowed,
+                diagnostics: &diagnostics,
+                error,
+            })
+            .unwrap();
+            assert_eq!(String::from_utf8(listing.bytes.to_vec()).unwrap(), String::from_utf8(expected).unwrap());
+            let untagged = serde_json::to_vec(&Untagged {
+                skills: Entries(&skills),
+                shadowed: &shadowed,
+                diagnostics: &diagnostics,
+                error,
+            })
+            .unwrap();
+            assert_eq!(listing.etag, ETag::of(&[&untagged]), "the tag is the hash of the rest");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use skillcat_core::{CompositeDiscovery, SkillError};
+use skillcat_core::{CompositeDiscovery, SourceError};
 
 use crate::sources::Sources;
 
@@ -39,7 +39,7 @@ pub struct DiagnosticRow<'a> {
 }
 
 impl<'a> Report<'a> {
-    pub fn new(sources: &'a Sources, scan: &'a Result<CompositeDiscovery, SkillError>) -> Self {
+    pub fn new(sources: &'a Sources, scan: &'a Result<CompositeDiscovery, SourceError>) -> Self {
         match scan {
             Ok(discovery) => Report {
                 skills: discovery

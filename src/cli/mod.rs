@@ -196,7 +196,8 @@ fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
     Sources::build(&configs).context("cannot set up the sources")
 }
 
-/// A source's failure, printed as the source's own message (nagents' wording).
+/// A source's failure, printed as the source's own message (nagents' wording, then for a name
+/// listed twice where the other one is).
 fn source_error(error: SkillError) -> anyhow::Error {
-    anyhow::anyhow!("{error}")
+    anyhow::anyhow!("{}", error.explanation())
 }

@@ -17,6 +17,21 @@ pub struct RemoteCatalog {
     entries: Vec<RemoteSkill>,
     shadowed: Vec<ShadowedSkill>,
     diagnostics: Vec<RemoteDiagnostic>,
+    error: Option<CatalogFailure>,
+}
+
+/// Why the server serves its last good catalog rather than what its files say now: a scan failed
+/// (a source could not be read, or listed a name twice). The catalog is still complete and
+/// usable; this says that it is not current.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct CatalogFailure {
+    /// The label of the server-side source that failed.
+    pub source: String,
+    /// The source's message.
+    pub message: String,
+    /// When the scans started failing this way (RFC 3339).
+    pub since: String,
 }
 
 /// A skill of the catalog with the label of the server-side source that owns it and the tag of
@@ -54,6 +69,8 @@ struct WireCatalog {
     shadowed: Vec<WireShadowed>,
     #[serde(default)]
     diagnostics: Vec<WireDiagnostic>,
+    #[serde(default)]
+    error: Option<CatalogFailure>,
 }
 
 #[derive(Deserialize)]
@@ -129,6 +146,7 @@ impl RemoteCatalog {
             entries,
             shadowed,
             diagnostics,
+            error: wire.error,
         })
     }
 
@@ -167,6 +185,12 @@ impl RemoteCatalog {
     /// What the server's sources skipped, with the source of each.
     pub fn diagnostics(&self) -> &[RemoteDiagnostic] {
         &self.diagnostics
+    }
+
+    /// Set while the server's scans fail: this catalog is the last good one, not the files'
+    /// current state.
+    pub fn error(&self) -> Option<&CatalogFailure> {
+        self.error.as_ref()
     }
 
     /// The catalog as a [`Discovery`]: the descriptors, and each diagnostic's message alone (as a
@@ -213,6 +237,7 @@ mod tests {
         assert!(catalog.get("gamma").is_none());
         assert_eq!(catalog.shadowed()[0].name.as_str(), "alpha");
         assert_eq!(catalog.discovery().diagnostics, ["Skipped /a/x/SKILL.md: not UTF-8"]);
+        assert_eq!(catalog.error(), None);
         // The header's tag is what goes back in If-None-Match.
         let header = HeaderValue::from_static("W/\"c1\"");
         let catalog = RemoteCatalog::parse(&body(json!([skill("alpha")])), Some(&header)).unwrap();
@@ -221,6 +246,18 @@ mod tests {
         let catalog = RemoteCatalog::parse(&body(json!([skill("beta"), skill("alpha")])), None).unwrap();
         assert_eq!(catalog.skills()[0].name().as_str(), "alpha");
         assert_eq!(catalog.get("alpha").unwrap().etag, "\"alpha\"");
+    }
+
+    #[test]
+    fn a_failing_server_still_gives_its_last_good_catalog_and_says_why() {
+        let mut catalog: serde_json::Value = serde_json::from_slice(&body(json!([skill("alpha")]))).unwrap();
+        let failure = json!({"source": "/a", "message": "Duplicate skill name 'x' at /a/y/SKILL.md", "since": "2026-12-01T09:30:00Z"});
+        catalog["error"] = failure;
+        let catalog = RemoteCatalog::parse(&serde_json::to_vec(&catalog).unwrap(), None).unwrap();
+        assert_eq!(catalog.skills().len(), 1);
+        let error = catalog.error().expect("the failure");
+        assert_eq!((error.source.as_str(), error.since.as_str()), ("/a", "2026-12-01T09:30:00Z"));
+        assert!(error.message.starts_with("Duplicate skill name"));
     }
 
     #[test]

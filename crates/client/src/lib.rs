@@ -58,7 +58,7 @@ mod retry;
 mod shared;
 mod watch;
 
-pub use catalog::{RemoteCatalog, RemoteDiagnostic, RemoteSkill, ShadowedSkill};
+pub use catalog::{CatalogFailure, RemoteCatalog, RemoteDiagnostic, RemoteSkill, ShadowedSkill};
 pub use config::{BearerToken, Builder, InvalidToken, RetryPolicy};
 pub use discoverer::RemoteSkillDiscoverer;
 pub use error::{ClientError, Problem};

@@ -23,6 +23,14 @@ pub struct SourcedDiagnostic {
     pub message: String,
 }
 
+/// A source that failed a scan, and which one it was (its index).
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct SourceError {
+    pub index: usize,
+    pub error: SkillError,
+}
+
 /// One scan of every source.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CompositeDiscovery {
@@ -53,17 +61,18 @@ impl CompositeSkillDiscoverer {
     }
 
     /// Scans every source in order, keeping who owns each skill and what it shadows.
-    pub async fn scan_sources(&self) -> Result<CompositeDiscovery, SkillError> {
+    pub async fn scan_sources(&self) -> Result<CompositeDiscovery, SourceError> {
         let mut owners: Vec<SourcedSkill> = Vec::new();
         let mut shadowed = Vec::new();
         let mut diagnostics = Vec::new();
         for (source, discoverer) in self.sources.iter().enumerate() {
-            let Discovery { skills, versions, diagnostics: skipped } = discoverer.scan().await?;
+            let failed = |error| SourceError { index: source, error };
+            let Discovery { skills, versions, diagnostics: skipped } = discoverer.scan().await.map_err(failed)?;
             diagnostics.extend(skipped.into_iter().map(|message| SourcedDiagnostic { source, message }));
             let versions = versions.into_iter().map(Some).chain(std::iter::repeat(None));
             let skills =
                 skills.into_iter().zip(versions).map(|(skill, version)| SourcedSkill { skill, source, version });
-            let skills = sorted_catalog(skills.collect(), |sourced| &sourced.skill)?;
+            let skills = sorted_catalog(skills.collect(), |sourced| &sourced.skill).map_err(failed)?;
             owners = merge(owners, skills.into_iter(), &mut shadowed);
         }
         let skills = owners.clone();
@@ -106,7 +115,7 @@ impl std::fmt::Debug for CompositeSkillDiscoverer {
 #[async_trait]
 impl SkillDiscoverer for CompositeSkillDiscoverer {
     async fn scan(&self) -> Result<Discovery, SkillError> {
-        let discovery = self.scan_sources().await?;
+        let discovery = self.scan_sources().await.map_err(|failure| failure.error)?;
         // Versions are kept only when every owner's source read its content.
         let versions: Option<Vec<ContentVersion>> = discovery.skills.iter().map(|entry| entry.version).collect();
         Ok(Discovery {

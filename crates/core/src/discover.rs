@@ -11,9 +11,10 @@ use crate::skill::{Skill, SkillName};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SkillError {
-    /// One source listed two descriptors with the same name; the second is named.
+    /// One source listed two descriptors with the same name. The message is nagents': it names
+    /// the second; `other` is where the first is.
     #[error("Duplicate skill name '{name}' at {location}")]
-    DuplicateName { name: SkillName, location: String },
+    DuplicateName { name: SkillName, location: String, other: String },
     /// The descriptor is not the source's current one (unknown, replaced or from another source).
     #[error("Skill '{name}' is not in this {catalog} catalog; refresh discovery")]
     NotInCatalog { name: SkillName, catalog: &'static str },
@@ -34,6 +35,15 @@ impl SkillError {
     /// Whether discovering again and retrying may succeed: the caller's descriptor is stale.
     pub fn is_stale(&self) -> bool {
         matches!(self, SkillError::NotInCatalog { .. } | SkillError::Changed { .. })
+    }
+
+    /// The message for a person fixing the files: nagents' message, then what it leaves out
+    /// (the first of two skills of one name).
+    pub fn explanation(&self) -> String {
+        match self {
+            SkillError::DuplicateName { other, .. } => format!("{self} (the other is at {other})"),
+            _ => self.to_string(),
+        }
     }
 }
 
@@ -136,10 +146,15 @@ pub(crate) fn sorted_catalog<T>(mut items: Vec<T>, skill: impl Fn(&T) -> &Skill)
     }
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by(|&a, &b| name(a).cmp(name(b)).then(a.cmp(&b)));
-    let repeat = order.windows(2).filter(|pair| name(pair[0]) == name(pair[1])).map(|pair| pair[1]).min();
-    if let Some(index) = repeat {
-        let skill = skill(&items[index]);
-        return Err(SkillError::DuplicateName { name: skill.name().clone(), location: skill.location().to_owned() });
+    // Each repeat with the one before it of the same name; the error names the repeat met first.
+    let repeat = order.windows(2).filter(|pair| name(pair[0]) == name(pair[1])).min_by_key(|pair| pair[1]);
+    if let Some(&[earlier, index]) = repeat {
+        let (first, repeat) = (skill(&items[earlier]), skill(&items[index]));
+        return Err(SkillError::DuplicateName {
+            name: repeat.name().clone(),
+            location: repeat.location().to_owned(),
+            other: first.location().to_owned(),
+        });
     }
     items.sort_by(|a, b| skill(a).name().cmp(skill(b).name()));
     Ok(items)
@@ -173,6 +188,7 @@ mod tests {
         let skills = vec![skill("b", "1"), skill("a", "2"), skill("c", "3"), skill("a", "4"), skill("b", "5")];
         let error = skill_catalog(skills).unwrap_err();
         assert_eq!(error.to_string(), "Duplicate skill name 'a' at 4");
+        assert_eq!(error.explanation(), "Duplicate skill name 'a' at 4 (the other is at 2)");
         let sorted = skill_catalog(vec![skill("b", "1"), skill("a", "2")]).unwrap();
         assert_eq!(sorted.keys().map(SkillName::as_str).collect::<Vec<_>>(), ["a", "b"]);
     }

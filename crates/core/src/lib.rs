@@ -31,7 +31,7 @@ pub use budget::{
     budget_skill_content, estimate_skill_tokens,
 };
 pub use builtin::BuiltinSkillDiscoverer;
-pub use composite::{CompositeDiscovery, CompositeSkillDiscoverer, SourcedDiagnostic, SourcedSkill};
+pub use composite::{CompositeDiscovery, CompositeSkillDiscoverer, SourceError, SourcedDiagnostic, SourcedSkill};
 pub use directory::{AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, DirectorySkillDiscoverer, MAX_FILE_BYTES};
 pub use discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, skill_catalog};
 pub use manifest::{MAX_SKILL_MANIFEST_TOKENS, render_skill_manifest};
