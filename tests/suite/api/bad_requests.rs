@@ -184,15 +184,17 @@ fn malformed_requests() -> Vec<Bad> {
         bad("HEAD", "/skills/alpha/load", 405, "method-not-allowed"),
         bad("HEAD", "/skills/gamma", 404, "skill-not-found"),
         bad("HEAD", "/nowhere", 404, "not-found"),
-        // token_limit.
+        // token_limit: an integer in 1..=100000, as JSON Schema's `integer` has it (so an integral
+        // number written with a fraction or an exponent is one; see load.rs).
         load_json(r#"{"token_limit": 0}"#, 422, "invalid-body"),
         load_json(r#"{"token_limit": 100001}"#, 422, "invalid-body"),
         load_json(r#"{"token_limit": -1}"#, 422, "invalid-body"),
         load_json(r#"{"token_limit": 1.5}"#, 422, "invalid-body"),
-        load_json(r#"{"token_limit": 5.0}"#, 422, "invalid-body"),
-        load_json(r#"{"token_limit": 1e3}"#, 422, "invalid-body"),
+        load_json(r#"{"token_limit": 2.5}"#, 422, "invalid-body"),
+        load_json(r#"{"token_limit": 100001.0}"#, 422, "invalid-body"),
         load_json(r#"{"token_limit": 18446744073709551616}"#, 422, "invalid-body"),
         load_json(r#"{"token_limit": "5"}"#, 422, "invalid-body"),
+        load_json(r#"{"token_limit": "2"}"#, 422, "invalid-body"),
         load_json(r#"{"token_limit": true}"#, 422, "invalid-body"),
         load_json(r#"{"token_limit": []}"#, 422, "invalid-body"),
         load_json(r#"{"token_limit": {}}"#, 422, "invalid-body"),
@@ -214,6 +216,9 @@ fn malformed_requests() -> Vec<Bad> {
         // Valid bodies at the edges.
         load_json("{}", 200, "").ok(),
         load_json(r#"{"token_limit": 1}"#, 200, "").ok(),
+        load_json(r#"{"token_limit": 2.0}"#, 200, "").ok(),
+        load_json(r#"{"token_limit": 5.0}"#, 200, "").ok(),
+        load_json(r#"{"token_limit": 1e3}"#, 200, "").ok(),
         load_json(r#"{"token_limit": null}"#, 200, "").ok(),
         load_json(r#" {"token_limit" : 100000} "#, 200, "").ok(),
         fine("POST", "/skills/alpha/load").body("application/json; charset=utf-8", "{}"),
