@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
@@ -139,6 +140,29 @@ fn is_b64token(token: &str) -> bool {
 #[derive(Clone)]
 pub struct TokenStore {
     tokens: watch::Receiver<Arc<Tokens>>,
+    reloads: Arc<ReloadCounts>,
+}
+
+/// How the re-reads of the token file went since the server started. A re-read that keeps the
+/// previous tokens changes nothing a client can see, so these counts are the only way to tell
+/// that it happened (and why).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenReloads {
+    /// Re-reads that parsed: the tokens were replaced, or were already the same.
+    pub read: u64,
+    /// Re-reads that kept the previous tokens because the file could not be read (removed for a
+    /// moment, no permission).
+    pub unreadable: u64,
+    /// Re-reads that kept the previous tokens because the file is no token file (a line that is
+    /// no token, not UTF-8, too large).
+    pub invalid: u64,
+}
+
+#[derive(Debug, Default)]
+struct ReloadCounts {
+    read: AtomicU64,
+    unreadable: AtomicU64,
+    invalid: AtomicU64,
 }
 
 impl TokenStore {
@@ -155,8 +179,9 @@ impl TokenStore {
         }
         tracing::info!(path = %path.display(), tokens = tokens.len(), "bearer tokens required");
         let (sender, receiver) = watch::channel(Arc::new(tokens));
-        tokio::spawn(reload(path, recheck, sender, shutdown));
-        Ok(TokenStore { tokens: receiver })
+        let reloads = Arc::new(ReloadCounts::default());
+        tokio::spawn(reload(path, recheck, sender, Arc::clone(&reloads), shutdown));
+        Ok(TokenStore { tokens: receiver, reloads })
     }
 
     /// The tokens accepted now.
@@ -167,6 +192,15 @@ impl TokenStore {
     /// Every change of the tokens, starting with the current ones.
     pub fn subscribe(&self) -> watch::Receiver<Arc<Tokens>> {
         self.tokens.clone()
+    }
+
+    /// The re-reads of the file so far, each counted once its outcome is in effect.
+    pub fn reloads(&self) -> TokenReloads {
+        TokenReloads {
+            read: self.reloads.read.load(Ordering::Acquire),
+            unreadable: self.reloads.unreadable.load(Ordering::Acquire),
+            invalid: self.reloads.invalid.load(Ordering::Acquire),
+        }
     }
 }
 
@@ -180,6 +214,7 @@ async fn reload(
     path: PathBuf,
     recheck: Duration,
     sender: watch::Sender<Arc<Tokens>>,
+    counts: Arc<ReloadCounts>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let changed = Arc::new(Notify::new());
@@ -209,8 +244,16 @@ async fn reload(
                     *current = Arc::new(tokens);
                     true
                 });
+                counts.read.fetch_add(1, Ordering::Release);
             }
-            Ok(Err(error)) => tracing::warn!(%error, "keeping the previous bearer tokens"),
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "keeping the previous bearer tokens");
+                let count = match error {
+                    TokenFileError::Read { .. } => &counts.unreadable,
+                    _ => &counts.invalid,
+                };
+                count.fetch_add(1, Ordering::Release);
+            }
             // The runtime is shutting down.
             Err(_) => return,
         }
@@ -283,7 +326,7 @@ mod tests {
     #[test]
     fn debug_output_shows_no_token_material() {
         let tokens = parse("s3cr3t\n").unwrap();
-        let store = TokenStore { tokens: watch::channel(Arc::new(tokens.clone())).1 };
+        let store = TokenStore { tokens: watch::channel(Arc::new(tokens.clone())).1, reloads: Arc::default() };
         let shown = format!("{tokens:?} {store:?}");
         assert!(!shown.contains("s3cr3t"));
         let digest = Sha256::digest(b"s3cr3t");

@@ -39,18 +39,25 @@ def require_token_flag(binary: Path) -> None:
 
 
 class Server:
-    """`skillcat serve` on an ephemeral port, with JSON logs in a file and one bearer token."""
+    """`skillcat serve` on an ephemeral port, with JSON logs in a file and, unless `token` is
+    false, a token file with one bearer token."""
 
     def __init__(
-        self, binary: Path, roots: list[Path], workdir: Path, rust_log: str = "info", env: dict | None = None
+        self,
+        binary: Path,
+        roots: list[Path],
+        workdir: Path,
+        rust_log: str = "info",
+        env: dict | None = None,
+        token: bool = True,
     ) -> None:
         self.binary = binary
         self.extra_env = env or {}
         self.roots = roots
         self.workdir = workdir
         self.rust_log = rust_log
-        self.token = secrets.token_urlsafe(24)
-        self.token_file = workdir / "tokens"
+        self.token = secrets.token_urlsafe(24) if token else None
+        self.token_file = workdir / "tokens" if token else None
         self.log_path = workdir / "server.log"
         self.process: subprocess.Popen | None = None
         self.host = "127.0.0.1"
@@ -60,11 +67,12 @@ class Server:
         self._log_rest = b""
 
     def start(self, timeout: float = 30.0) -> None:
-        self.token_file.write_text(f"{self.token}\n")
         command = [str(self.binary), "serve", "--listen", "127.0.0.1:0", "--no-builtin", "--log-format", "json"]
         for root in self.roots:
             command += ["--dir", str(root)]
-        command += ["--token-file", str(self.token_file)]
+        if self.token_file is not None:
+            self.token_file.write_text(f"{self.token}\n")
+            command += ["--token-file", str(self.token_file)]
         env = {key: value for key, value in os.environ.items() if not key.startswith("SKILLCAT_")}
         env["RUST_LOG"] = self.rust_log
         env.update(self.extra_env)
@@ -99,7 +107,7 @@ class Server:
 
     @property
     def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
+        return {"Authorization": f"Bearer {self.token}"} if self.token is not None else {}
 
     def connection(self, timeout: float = 30.0) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)

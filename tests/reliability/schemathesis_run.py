@@ -1,12 +1,14 @@
-"""Schemathesis with every check against the served /openapi.json of a server that requires a
-bearer token.
+"""Schemathesis with every check against the served /openapi.json, run twice by
+scripts/reliability: against a server without a token file (no request needs a token) and against
+one with a token file (every request carries the bearer token). The document must tell the truth
+for both: bearer security is optional, and a 401 is documented.
 
 The tree has two sources so that the catalog carries shadowed entries and diagnostics as well as
 skills (every part of the response schemas is exercised), and one long skill so that budgeted
 loads truncate. `/events` is left out: it streams until the server stops, so no response of it
 ever completes (the SIGTERM test covers it). Schemathesis runs in a scratch directory (it keeps
-example databases and crash files in its working directory) with the hooks of
-schemathesis_hooks.py. Exit status: schemathesis's, or 1 if the server misbehaved around it.
+example databases and crash files in its working directory), with no hooks: every check's every
+verdict counts. Exit status: schemathesis's, or 1 if the server misbehaved around it.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ from pathlib import Path
 
 import harness
 from harness import Server
-
-HERE = Path(__file__).resolve().parent
 
 
 def build_tree(first: Path, second: Path) -> None:
@@ -51,23 +51,28 @@ def main() -> int:
     parser.add_argument("--st", type=Path, required=True, help="the schemathesis command")
     parser.add_argument("--seed", default="1", help="the generation seed ('random' for a new one)")
     parser.add_argument("--max-examples", type=int, default=100)
+    parser.add_argument("--without-token", action="store_true", help="serve without a token file")
     args = parser.parse_args()
     harness.require_token_flag(args.binary)
+    mode = "without a token file" if args.without_token else "with a token file"
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-schemathesis-"))
     first, second, scratch = workdir / "first", workdir / "second", workdir / "scratch"
     scratch.mkdir()
     build_tree(first, second)
-    with Server(args.binary, [first, second], workdir) as server:
+    with Server(args.binary, [first, second], workdir, token=not args.without_token) as server:
         url = f"http://{server.host}:{server.port}"
         catalog = server.get("/skills").json()
-        print(f"schemathesis: server pid {server.pid} at {url}: {len(catalog['skills'])} skills, "
+        print(f"schemathesis: server pid {server.pid} at {url} {mode}: {len(catalog['skills'])} skills, "
               f"{len(catalog['shadowed'])} shadowed, {len(catalog['diagnostics'])} diagnostics", flush=True)
         command = [
             str(args.st.absolute()), "run", f"{url}/openapi.json",
             "--checks", "all",
             "--exclude-path", "/events",
-            "--header", f"Authorization: Bearer {server.token}",
+        ]
+        for name, value in server.auth.items():
+            command += ["--header", f"{name}: {value}"]
+        command += [
             "--max-examples", str(args.max_examples),
             "--request-timeout", "10",
             "--generation-database", "none",
@@ -77,7 +82,8 @@ def main() -> int:
         ]
         if args.seed != "random":
             command += ["--seed", args.seed]
-        env = {**os.environ, "SCHEMATHESIS_HOOKS": str(HERE / "schemathesis_hooks.py")}
+        # No hooks from the environment either: nothing may waive a verdict.
+        env = {key: value for key, value in os.environ.items() if key != "SCHEMATHESIS_HOOKS"}
         result = subprocess.run(command, cwd=scratch, env=env, stdin=subprocess.DEVNULL)
         code, took = server.stop()
         errors, warnings = harness.log_problems(server.log_lines())
@@ -92,7 +98,7 @@ def main() -> int:
     if warnings:
         print(f"schemathesis: {len(warnings)} WARN lines in the server log, e.g. {warnings[0]}")
     if failed:
-        print(f"schemathesis: FAILED; server log kept in {workdir / 'server.log'}")
+        print(f"schemathesis {mode}: FAILED; server log kept in {workdir / 'server.log'}")
         return 1
     shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -4,7 +4,6 @@
 //! event streams, bad token files stop the server from starting, and no token ever reaches a log.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::Value;
@@ -12,15 +11,17 @@ use skillcat::config::SourceConfig;
 use skillcat_client::{BearerToken, ClientError, RemoteSkillDiscoverer};
 use skillcat_core::{SkillDiscoverer, SkillError};
 
+use crate::support::events::Events;
 use crate::support::process::ServeProcess;
 use crate::support::server::TestApp;
+use crate::support::skills::write_skill;
+use crate::support::wait::{DEADLINE, eventually};
 
 const SKILL: &str = "---\nname: alpha\ndescription: The first skill\n---\n# Alpha\n";
 
 fn skills() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir(dir.path().join("alpha")).expect("mkdir");
-    std::fs::write(dir.path().join("alpha/SKILL.md"), SKILL).expect("write");
+    write_skill(&dir.path().join("alpha"), SKILL);
     dir
 }
 
@@ -145,35 +146,25 @@ async fn the_event_stream_requires_a_token_and_ends_when_it_is_revoked() {
     assert_unauthorized(send(&app, Method::GET, "/events", None).await, false, "GET /events").await;
     assert_unauthorized(send(&app, Method::GET, "/events", Some("Bearer nope")).await, true, "GET /events").await;
 
-    let mut revoked = send(&app, Method::GET, "/events", Some("Bearer revoke-me")).await;
-    let mut kept = send(&app, Method::GET, "/events", Some("Bearer keep")).await;
-    for stream in [&mut revoked, &mut kept] {
-        assert_eq!(stream.status(), 200);
-        let first = tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await.expect("an event").expect("ok");
-        assert!(first.is_some_and(|chunk| chunk.starts_with(b"event: catalog")));
-    }
+    let mut revoked = Events::of(send(&app, Method::GET, "/events", Some("Bearer revoke-me")).await);
+    let mut kept = Events::of(send(&app, Method::GET, "/events", Some("Bearer keep")).await);
+    revoked.next(DEADLINE).await.expect("the first event");
+    let first = kept.next(DEADLINE).await.expect("the first event");
     replace(&path, "keep\n");
-    // The revoked stream ends (the body completes); the other one stays open.
-    let ended = tokio::time::timeout(Duration::from_secs(5), async {
-        while revoked.chunk().await.expect("a clean end").is_some() {}
-    })
-    .await;
-    assert!(ended.is_ok(), "the stream of a revoked token stays open");
-    let still_open = tokio::time::timeout(Duration::from_millis(300), kept.chunk()).await;
-    assert!(still_open.is_err(), "the stream of a kept token ended: {still_open:?}");
+    // The revoked stream ends (the body completes).
+    assert!(revoked.ends_within(DEADLINE).await, "the stream of a revoked token stays open");
+    // The other one stays open: it still carries the next change (had the revocation ended it,
+    // it would end before that event instead).
+    write_skill(&dir.path().join("beta"), "---\nname: beta\ndescription: Added after the revocation\n---\n");
+    let next = kept.next(DEADLINE).await.expect("the kept token's stream carries the next change");
+    assert_ne!(next["etag"], first["etag"]);
     app.shutdown().await.unwrap();
 }
 
-/// Polls until `GET path` with `token` answers `expected` (at most 5 s); returns how long it took.
-async fn eventually_status(app: &TestApp, token: &str, expected: u16) -> Duration {
-    let started = Instant::now();
-    loop {
-        if status(app, "/skills", token).await == expected {
-            return started.elapsed();
-        }
-        assert!(started.elapsed() < Duration::from_secs(5), "token {token} never got {expected}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Waits until `GET /skills` with `token` answers `expected`.
+async fn eventually_status(app: &TestApp, token: &str, expected: u16) {
+    let what = format!("token {token} gets {expected}");
+    eventually(&what, || async { status(app, "/skills", token).await == expected }).await;
 }
 
 #[tokio::test]
@@ -199,12 +190,16 @@ async fn tokens_rotate_when_the_file_changes() {
     assert_eq!(status(&app, "/skills", "new").await, 401);
 
     // A file that cannot be used (gone for a moment, a line that is no token) keeps the last
-    // tokens; one that reads but lists none refuses everything.
+    // tokens; one that reads but lists none refuses everything. Keeping the tokens changes
+    // nothing a request sees, so the checks wait until the server has re-read the file and
+    // found it unusable: the file was fine before, so such a re-read saw the new state.
+    let before = app.token_reloads();
     std::fs::remove_file(&path).expect("remove");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("a re-read finds the file gone", || async { app.token_reloads().unreadable > before.unreadable }).await;
     assert_eq!(status(&app, "/skills", "newer").await, 200);
+    let before = app.token_reloads();
     replace(&path, "newer\nnot a token\n");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("a re-read finds the bad line", || async { app.token_reloads().invalid > before.invalid }).await;
     assert_eq!(status(&app, "/skills", "newer").await, 200);
     replace(&path, "# all revoked\n");
     eventually_status(&app, "newer", 401).await;
@@ -316,15 +311,17 @@ async fn tokens_never_reach_the_log_even_at_trace_level() {
         }
         let load = client.post(server.url("/skills/alpha/load")).bearer_auth(token).json(&serde_json::json!({}));
         assert!(load.send().await.is_ok());
+        // The first chunk is the first event, or the 401 problem: either way the server has
+        // handled the request with the token in it.
         let mut events = client.get(server.url("/events")).bearer_auth(token).send().await.expect("events");
-        let _ = tokio::time::timeout(Duration::from_millis(200), events.chunk()).await;
+        let first = tokio::time::timeout(DEADLINE, events.chunk()).await.expect("an answer").expect("a chunk");
+        assert!(first.is_some(), "GET /events with {token} answered nothing");
     }
     replace(&path, &format!("{ROTATED}\n"));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while client.get(server.url("/skills")).bearer_auth(ROTATED).send().await.expect("request").status() != 200 {
-        assert!(Instant::now() < deadline, "the rotated token was never accepted");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("the rotated token is accepted", || async {
+        client.get(server.url("/skills")).bearer_auth(ROTATED).send().await.expect("request").status() == 200
+    })
+    .await;
     let (status, log) = server.terminate();
     assert!(status.success(), "{status}");
     // The log is the real thing (trace level, requests seen), and holds none of the tokens.

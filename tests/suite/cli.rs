@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::support;
+use crate::support::conformance::{case_tree, recorded};
 
 fn skillcat(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_skillcat"))
@@ -46,8 +46,8 @@ fn builtin_skills_are_served_by_default_and_valid() {
 
 #[test]
 fn manifest_and_load_are_nagents_bytes() {
-    let (root, case) = support::case_tree("budget-multibyte-cuts");
-    let expected = support::recorded("budget-multibyte-cuts");
+    let (root, case) = case_tree("budget-multibyte-cuts");
+    let expected = recorded("budget-multibyte-cuts");
     let source = root.path_str().to_owned() + "/" + case["sources"][0]["roots"][0].as_str().expect("root");
     let output = skillcat(&["manifest", "--no-builtin", "--dir", &source], Path::new("/"));
     assert!(output.status.success(), "{}", stderr(&output));
@@ -64,8 +64,8 @@ fn manifest_and_load_are_nagents_bytes() {
 
 #[test]
 fn check_reports_shadowed_and_diagnostics_and_fails() {
-    let (root, _) = support::case_tree("dup-across-sources");
-    let expected = support::recorded("dup-across-sources");
+    let (root, _) = case_tree("dup-across-sources");
+    let expected = recorded("dup-across-sources");
     let base = root.path_str();
     let args = ["check", "--json", "--no-builtin", "--dir", "a", "--dir", "b", "--dir", "c"];
     let output = skillcat(&args, Path::new(base));
@@ -93,7 +93,7 @@ fn check_reports_shadowed_and_diagnostics_and_fails() {
 
 #[test]
 fn a_diagnostic_fails_check() {
-    let (root, _) = support::case_tree("file-size-limit");
+    let (root, _) = case_tree("file-size-limit");
     let output = skillcat(&["check", "--no-builtin", "--dir", "s"], Path::new(root.path_str()));
     assert_eq!(output.status.code(), Some(1));
     assert!(stdout(&output).contains("SKILL.md exceeds 4000000 bytes"), "{}", stdout(&output));
@@ -101,11 +101,9 @@ fn a_diagnostic_fails_check() {
 
 #[test]
 fn a_source_error_prints_nagents_message_and_exits_1() {
-    let (root, _) = support::case_tree("dup-same-source");
-    let message = support::recorded("dup-same-source")["sources"][0]["error"]
-        .as_str()
-        .expect("error")
-        .replace("$T", root.path_str());
+    let (root, _) = case_tree("dup-same-source");
+    let message =
+        recorded("dup-same-source")["sources"][0]["error"].as_str().expect("error").replace("$T", root.path_str());
     let cwd = Path::new(root.path_str());
     let check = skillcat(&["check", "--json", "--no-builtin", "--dir", "s"], cwd);
     assert_eq!(check.status.code(), Some(1));
@@ -121,7 +119,7 @@ fn a_source_error_prints_nagents_message_and_exits_1() {
 
 #[test]
 fn config_file_sources_replace_flags() {
-    let (root, _) = support::case_tree("dup-across-sources");
+    let (root, _) = case_tree("dup-across-sources");
     let base = Path::new(root.path_str());
     std::fs::write(
         base.join("skillcat.toml"),

@@ -3,9 +3,7 @@
 //! survives a server restart, reports a failed source as an error, sends its token without
 //! showing it, and composes with local sources.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,31 +17,20 @@ use skillcat_core::{
 };
 
 use crate::support::server::TestApp;
-
-/// How long any expected change may take to become visible.
-const DEADLINE: Duration = Duration::from_secs(5);
-
-fn skill_md(name: &str, description: &str, body: &str) -> String {
-    format!("---\nname: {name}\ndescription: {description}\n---\n{body}\n")
-}
-
-/// Writes `root/folder/SKILL.md` atomically (a temporary file renamed over it).
-fn write_skill(root: &Path, folder: &str, text: &str) {
-    let folder = root.join(folder);
-    std::fs::create_dir_all(&folder).expect("create the skill folder");
-    let temporary = folder.join(".SKILL.md.tmp");
-    std::fs::write(&temporary, text).expect("write the temporary file");
-    std::fs::rename(&temporary, folder.join("SKILL.md")).expect("rename over SKILL.md");
-}
+use crate::support::skills::{skill_md, write_skill};
+use crate::support::wait::eventually;
 
 /// A tree with three skills, one of them not ASCII, and two files its source skips.
 fn tree() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
-    write_skill(root, "alpha", &skill_md("alpha", "The first skill", "# Alpha\n\nDo the alpha thing."));
-    write_skill(root, "beta", &skill_md("beta", "Zweite Fähigkeit — <markup> & more", &"Beta ✓ body. ".repeat(50)));
-    write_skill(root, "nested/gamma", "# Gamma without frontmatter\n");
-    write_skill(root, "broken", "---\nname: not a valid name\ndescription: x\n---\n");
+    write_skill(&root.join("alpha"), &skill_md("alpha", "The first skill", "# Alpha\n\nDo the alpha thing."));
+    write_skill(
+        &root.join("beta"),
+        &skill_md("beta", "Zweite Fähigkeit — <markup> & more", &"Beta ✓ body. ".repeat(50)),
+    );
+    write_skill(&root.join("nested/gamma"), "# Gamma without frontmatter\n");
+    write_skill(&root.join("broken"), "---\nname: not a valid name\ndescription: x\n---\n");
     std::fs::create_dir_all(root.join("binary")).unwrap();
     std::fs::write(root.join("binary/SKILL.md"), b"\xff\xfe not UTF-8").unwrap();
     dir
@@ -68,31 +55,9 @@ fn find<'a>(skills: &'a [Skill], name: &str) -> &'a Skill {
     skills.iter().find(|skill| skill.name().as_str() == name).unwrap_or_else(|| panic!("no {name}"))
 }
 
-/// Polls `check` until it holds; fails the test after [`DEADLINE`].
-async fn eventually<F, Fut>(what: &str, mut check: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < DEADLINE, "{what}: not seen within {DEADLINE:?}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    started.elapsed()
-}
-
-/// A sample of `GET /metrics` (`0` when the series does not exist yet).
-async fn metric(app: &TestApp, series: &str) -> u64 {
-    let text = app.get("/metrics").send().await.expect("GET /metrics").text().await.expect("metrics");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-        .map_or(0, |value| value.trim().parse().expect("a count"))
-}
-
 /// How many `GET /skills` the server answered with `status`.
 async fn catalog_requests(app: &TestApp, status: u16) -> u64 {
-    metric(app, &format!("skillcat_http_requests_total{{route=\"/skills\",status=\"{status}\"}}")).await
+    app.requests("/skills", status).await
 }
 
 /// The client's own error inside a trait method's error.
@@ -139,8 +104,8 @@ async fn remote_discovery_and_loads_equal_the_local_discoverers_on_the_same_tree
 #[tokio::test]
 async fn a_server_of_several_sources_equals_their_local_composite() {
     let (first, second) = (tree(), tempfile::tempdir().unwrap());
-    write_skill(second.path(), "alpha", &skill_md("alpha", "Shadowed by the first source", "Second alpha"));
-    write_skill(second.path(), "delta", &skill_md("delta", "Only in the second source", "Delta"));
+    write_skill(&second.path().join("alpha"), &skill_md("alpha", "Shadowed by the first source", "Second alpha"));
+    write_skill(&second.path().join("delta"), &skill_md("delta", "Only in the second source", "Delta"));
     let sources = vec![
         SourceConfig::directory(first.path()),
         SourceConfig::directory(second.path()),
@@ -179,7 +144,7 @@ async fn discovery_is_conditional_and_sees_a_change_at_the_next_call() {
     assert!(Arc::ptr_eq(&first, &second), "a 304 answers the catalog already parsed");
     assert_eq!((catalog_requests(&app, 200).await, catalog_requests(&app, 304).await), (1, 1));
 
-    write_skill(dir.path(), "alpha", &skill_md("alpha", "The first skill, edited", "# Alpha v2"));
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill, edited", "# Alpha v2"));
     app.wait_for_catalog(|body| body["skills"][0]["description"] == "The first skill, edited").await;
     let skills = remote.discover().await.unwrap();
     assert_eq!(find(&skills, "alpha").description(), "The first skill, edited");
@@ -198,7 +163,7 @@ async fn watch_mode_answers_from_memory_and_sees_a_change_promptly() {
     assert!(!remote.is_live(), "nothing is vouched for before the first discovery");
     let before = remote.discover().await.unwrap();
     eventually("the event stream vouches for the catalog", || async { remote.is_live() }).await;
-    assert_eq!(metric(&app, "skillcat_sse_clients").await, 1);
+    assert_eq!(app.metric("skillcat_sse_clients").await, 1);
 
     let requests = catalog_requests(&app, 200).await + catalog_requests(&app, 304).await;
     for _ in 0..200 {
@@ -207,7 +172,7 @@ async fn watch_mode_answers_from_memory_and_sees_a_change_promptly() {
     let after = catalog_requests(&app, 200).await + catalog_requests(&app, 304).await;
     assert_eq!(after, requests, "while the stream is up and quiet, discovery sends no request");
 
-    write_skill(dir.path(), "epsilon", &skill_md("epsilon", "Added while watching", "Epsilon"));
+    write_skill(&dir.path().join("epsilon"), &skill_md("epsilon", "Added while watching", "Epsilon"));
     let seen = eventually("the new skill", || async {
         remote.discover().await.unwrap().iter().any(|skill| skill.name().as_str() == "epsilon")
     })
@@ -229,9 +194,9 @@ async fn dropping_a_watching_discoverer_ends_its_event_stream() {
     let remote = watching(&app);
     remote.discover().await.unwrap();
     eventually("the stream is up", || async { remote.is_live() }).await;
-    assert_eq!(metric(&app, "skillcat_sse_clients").await, 1);
+    assert_eq!(app.metric("skillcat_sse_clients").await, 1);
     drop(remote);
-    eventually("the server sees the stream closed", || async { metric(&app, "skillcat_sse_clients").await == 0 }).await;
+    eventually("the server sees the stream closed", || async { app.metric("skillcat_sse_clients").await == 0 }).await;
     app.shutdown().await.unwrap();
 }
 
@@ -258,7 +223,7 @@ async fn a_stale_descriptor_gives_the_stale_error() {
     let old = remote.discover().await.unwrap();
 
     // Edited: the skill's tag moved on (412). Removed: the skill is gone (404).
-    write_skill(dir.path(), "alpha", &skill_md("alpha", "The first skill", "# Alpha v2"));
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "# Alpha v2"));
     std::fs::remove_dir_all(dir.path().join("nested")).unwrap();
     app.wait_for_catalog(|body| body["skills"].as_array().unwrap().len() == 2).await;
     let error = remote.load(find(&old, "alpha")).await.unwrap_err();
@@ -291,7 +256,7 @@ async fn a_file_changed_before_the_server_rescanned_gives_the_stale_error() {
     .await;
     let remote = conditional(&app);
     let skills = remote.discover().await.unwrap();
-    write_skill(dir.path(), "alpha", &skill_md("alpha", "The first skill", "# Alpha, edited behind the catalog"));
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "# Alpha, edited behind the catalog"));
     assert_stale(&remote, find(&skills, "alpha"), Some(409)).await;
     app.shutdown().await.unwrap();
 }
@@ -317,7 +282,7 @@ async fn the_server_restarting_mid_session_is_recovered_from() {
     assert!(watch.discover().await.is_err(), "with the stream down, a discovery asks the server");
 
     // The tree changes while the server is down; a new server comes up on the same address.
-    write_skill(dir.path(), "alpha", &skill_md("alpha", "Changed during the restart", "# Alpha v2"));
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "Changed during the restart", "# Alpha v2"));
     let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| options.listen = address).await;
     let error = plain.load(find(&skills, "alpha")).await.expect_err("the old descriptor is stale");
     assert!(error.is_stale(), "{error:?}");
@@ -328,7 +293,7 @@ async fn the_server_restarting_mid_session_is_recovered_from() {
     let skills = watch.discover().await.unwrap();
     assert_eq!(find(&skills, "alpha").description(), "Changed during the restart");
     eventually("the watcher reconnects and vouches again", || async { watch.is_live() }).await;
-    write_skill(dir.path(), "zeta", &skill_md("zeta", "After the restart", "Zeta"));
+    write_skill(&dir.path().join("zeta"), &skill_md("zeta", "After the restart", "Zeta"));
     eventually("a change after the restart", || async {
         watch.discover().await.unwrap().iter().any(|skill| skill.name().as_str() == "zeta")
     })
@@ -346,7 +311,7 @@ async fn a_503_from_a_failed_source_is_an_error_never_an_empty_catalog() {
     eventually("the stream is up", || async { watch.is_live() }).await;
 
     // A second skill named alpha in the same source fails the source.
-    write_skill(dir.path(), "zz-alpha", &skill_md("alpha", "A duplicate", "Again"));
+    write_skill(&dir.path().join("zz-alpha"), &skill_md("alpha", "A duplicate", "Again"));
     eventually("the server reports the failed source", || async { app.skills().await.status() == 503 }).await;
     let error = plain.discover().await.expect_err("a failed source is an error");
     let ClientError::Unavailable(problem) = client_error(&error) else { panic!("{error:?}") };
@@ -506,10 +471,10 @@ async fn a_token_is_accepted_by_a_server_without_authentication() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_composite_of_remote_and_local_sources_gives_the_first_source_precedence() {
     let (served, mine) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    write_skill(served.path(), "alpha", &skill_md("alpha", "Remote alpha", "Remote alpha body"));
-    write_skill(served.path(), "shared", &skill_md("shared", "Remote shared", "Remote shared body"));
-    write_skill(mine.path(), "shared", &skill_md("shared", "Local shared", "Local shared body"));
-    write_skill(mine.path(), "mine", &skill_md("mine", "Local only", "Local only body"));
+    write_skill(&served.path().join("alpha"), &skill_md("alpha", "Remote alpha", "Remote alpha body"));
+    write_skill(&served.path().join("shared"), &skill_md("shared", "Remote shared", "Remote shared body"));
+    write_skill(&mine.path().join("shared"), &skill_md("shared", "Local shared", "Local shared body"));
+    write_skill(&mine.path().join("mine"), &skill_md("mine", "Local only", "Local only body"));
     let app = TestApp::spawn_dir(served.path()).await;
 
     for watch in [false, true] {
@@ -539,7 +504,7 @@ async fn a_composite_of_remote_and_local_sources_gives_the_first_source_preceden
     let local: Arc<dyn SkillDiscoverer> = Arc::new(DirectorySkillDiscoverer::new([mine.path()]).unwrap());
     let composite = CompositeSkillDiscoverer::new([remote, local]);
     let old = composite.discover().await.unwrap();
-    write_skill(served.path(), "alpha", &skill_md("alpha", "Remote alpha", "Remote alpha body v2"));
+    write_skill(&served.path().join("alpha"), &skill_md("alpha", "Remote alpha", "Remote alpha body v2"));
     eventually("the server serves the new alpha", || async {
         app.content("alpha").await.text().await.is_ok_and(|text| text.contains("v2"))
     })

@@ -4,21 +4,13 @@
 //! itself; a case where skillcat differs on purpose is listed in `deviations.json` with the reason
 //! and skillcat's own expected result, and the test also checks that nagents really differs there.
 
-use serde_json::Value;
-
-use crate::support::{self, describe_difference};
-
-fn load(name: &str) -> Value {
-    let path = support::conformance_dir().join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
-}
+use crate::support::conformance::{describe_difference, evaluate, read_json};
 
 #[test]
 fn fixtures_match_nagents() {
-    let cases = load("cases.json");
-    let expected = load("expected.json");
-    let deviations = load("deviations.json");
+    let cases = read_json("cases.json");
+    let expected = read_json("expected.json");
+    let deviations = read_json("deviations.json");
     assert_eq!(expected["nagents"], "0.25.2", "expected.json must be recorded with nagents 0.25.2");
     let cases = cases["cases"].as_array().expect("cases");
     assert_eq!(cases.len(), expected["cases"].as_object().expect("cases").len(), "expected.json is out of date");
@@ -27,7 +19,7 @@ fn fixtures_match_nagents() {
         let name = case["name"].as_str().expect("name");
         let recorded = &expected["cases"][name];
         assert!(!recorded.is_null(), "no recorded result for case {name}: rerun nagents_reference.py record");
-        let actual = support::evaluate(case);
+        let actual = evaluate(case);
         let wanted = match deviations["cases"].get(name) {
             Some(deviation) => {
                 assert_ne!(recorded, &deviation["skillcat"], "case {name} is listed as a deviation but nagents agrees");
@@ -50,10 +42,10 @@ fn fixtures_match_nagents() {
 #[ignore = "a review tool: SKILLCAT_SHOW_CASES=a,b cargo test --test suite show_cases -- --ignored --nocapture"]
 fn show_cases() {
     let names = std::env::var("SKILLCAT_SHOW_CASES").expect("set SKILLCAT_SHOW_CASES to the cases to show");
-    let cases = load("cases.json");
+    let cases = read_json("cases.json");
     for case in cases["cases"].as_array().expect("cases") {
         if names.split(',').any(|name| name == case["name"]) {
-            println!("{}", serde_json::to_string_pretty(&support::evaluate(case)).expect("json"));
+            println!("{}", serde_json::to_string_pretty(&evaluate(case)).expect("json"));
         }
     }
 }

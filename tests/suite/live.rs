@@ -1,36 +1,19 @@
 //! The live catalog against real files: a real server with its file watcher (or only its periodic
-//! rescan), real HTTP. Every wait polls with a deadline; nothing sleeps for a fixed time except
-//! where a test asserts that something does *not* happen.
+//! rescan), real HTTP. Every wait polls with a deadline. That something does *not* happen is shown
+//! against an event that would have come after it: a server that watches the same tree and has
+//! seen the change, or a later event on the same stream.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt as _};
 use serde_json::Value;
 use skillcat::catalog::LiveOptions;
 use skillcat::config::SourceConfig;
 
+use crate::support::events::Events;
 use crate::support::server::TestApp;
-
-/// How long any expected change may take to become visible.
-const DEADLINE: Duration = Duration::from_secs(5);
-
-/// A `SKILL.md` with frontmatter (`name` only when given: otherwise the folder names the skill).
-fn skill_md(name: Option<&str>, description: &str, body: &str) -> String {
-    let name = name.map(|name| format!("name: {name}\n")).unwrap_or_default();
-    format!("---\n{name}description: {description}\n---\n{body}\n")
-}
-
-/// Writes `folder/SKILL.md` atomically (a temporary file renamed over it), creating `folder`, so
-/// a rescan sees either the old or the new file and never a half-written one.
-fn write_skill(folder: &Path, text: &str) {
-    std::fs::create_dir_all(folder).expect("create the skill folder");
-    let temporary = folder.join(".SKILL.md.tmp");
-    std::fs::write(&temporary, text).expect("write the temporary file");
-    std::fs::rename(&temporary, folder.join("SKILL.md")).expect("rename over SKILL.md");
-}
+use crate::support::skills::{skill_md, write_skill};
+use crate::support::wait::{DEADLINE, eventually};
 
 fn location(folder: &Path) -> String {
     folder.join("SKILL.md").to_str().expect("UTF-8 temporary paths").to_owned()
@@ -49,33 +32,14 @@ fn field(catalog: &Value, name: &str, key: &str) -> String {
     skill[key].as_str().expect("a string field").to_owned()
 }
 
-/// Polls `check` until it holds; fails the test after [`DEADLINE`].
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "{what}: not seen within {DEADLINE:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// `skillcat_scan_duration_seconds_count` from `GET /metrics`: how many rescans have finished.
+/// `skillcat_scan_duration_seconds_count`: how many rescans have finished.
 async fn scan_count(app: &TestApp) -> u64 {
-    let response = app.get("/metrics").send().await.expect("GET /metrics");
-    assert_eq!(response.status(), 200);
-    let text = response.text().await.expect("metrics text");
-    text.lines()
-        .find_map(|line| line.strip_prefix("skillcat_scan_duration_seconds_count "))
-        .expect("the scan counter is exported")
-        .trim()
-        .parse()
-        .expect("an integer count")
+    app.metric("skillcat_scan_duration_seconds_count").await
 }
 
 /// Waits until no rescan has finished for 100 ms (rescans follow a change within milliseconds).
+/// The one fixed wait here: nothing signals that no rescan is pending, so quiet can only be seen
+/// over a window.
 async fn wait_until_idle(app: &TestApp) {
     let mut count = scan_count(app).await;
     for _ in 0..50 {
@@ -103,7 +67,7 @@ async fn problem(response: reqwest::Response, status: u16) -> Value {
 async fn follows_adds_edits_renames_and_deletes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("skills");
-    write_skill(&root.join("alpha"), &skill_md(Some("alpha"), "First.", "Alpha v1"));
+    write_skill(&root.join("alpha"), &skill_md("alpha", "First.", "Alpha v1"));
     let app = TestApp::spawn_dir(&root).await;
     assert_eq!(names(&app.wait_for_catalog(|_| true).await), ["alpha"]);
 
@@ -116,7 +80,7 @@ async fn follows_adds_edits_renames_and_deletes() {
 
     // A new description: a new catalog tag, and the body's tag is the header's.
     let before = app.catalog_etag().await;
-    write_skill(&root.join("alpha"), &skill_md(Some("alpha"), "First, edited.", "Alpha v1"));
+    write_skill(&root.join("alpha"), &skill_md("alpha", "First, edited.", "Alpha v1"));
     let catalog = app
         .wait_for_catalog(|catalog| entry(catalog, "alpha").is_some_and(|s| s["description"] == "First, edited."))
         .await;
@@ -126,7 +90,7 @@ async fn follows_adds_edits_renames_and_deletes() {
 
     // Only the body changes: the descriptor is the same, the skill's tag (and so the catalog's) is not.
     let skill_before = field(&catalog, "alpha", "etag");
-    let text = skill_md(Some("alpha"), "First, edited.", "Alpha v2, a longer body");
+    let text = skill_md("alpha", "First, edited.", "Alpha v2, a longer body");
     write_skill(&root.join("alpha"), &text);
     let catalog = app.wait_for_catalog(|catalog| field(catalog, "alpha", "etag") != skill_before).await;
     assert_eq!(field(&catalog, "alpha", "description"), "First, edited.");
@@ -155,7 +119,7 @@ async fn follows_adds_edits_renames_and_deletes() {
 
     // A second skill named alpha inside the same source: the catalog is unavailable, with
     // nagents' message naming the second one (the walk visits folders in code-point order).
-    write_skill(&root.join("zeta"), &skill_md(Some("alpha"), "Impostor.", "Z"));
+    write_skill(&root.join("zeta"), &skill_md("alpha", "Impostor.", "Z"));
     eventually("the duplicate makes the catalog unavailable", || async { app.skills().await.status() == 503 }).await;
     let body = problem(app.skills().await, 503).await;
     assert_eq!(body["type"], "urn:skillcat:problem:catalog-unavailable");
@@ -295,52 +259,6 @@ async fn sees_a_change_made_as_soon_as_the_server_is_ready() {
     app.shutdown().await.expect("clean shutdown");
 }
 
-/// The `catalog` events of `GET /events`.
-struct Events {
-    stream: Pin<Box<dyn Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>,
-    buffer: Vec<u8>,
-}
-
-impl Events {
-    async fn open(app: &TestApp) -> Events {
-        let response = app.get("/events").send().await.expect("GET /events");
-        assert_eq!(response.status(), 200);
-        assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-        Events { stream: Box::pin(response.bytes_stream()), buffer: Vec::new() }
-    }
-
-    /// The data of the next `catalog` event, or `None` if none comes within `wait`.
-    async fn next(&mut self, wait: Duration) -> Option<Value> {
-        tokio::time::timeout(wait, self.next_event()).await.ok()
-    }
-
-    /// Cancel safe: a chunk is kept in the buffer as soon as it is received.
-    async fn next_event(&mut self) -> Value {
-        loop {
-            if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\n\n") {
-                let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
-                let block = String::from_utf8(block).expect("UTF-8 events");
-                let mut kind = None;
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(value) = line.strip_prefix("event:") {
-                        kind = Some(value.trim().to_owned());
-                    } else if let Some(value) = line.strip_prefix("data:") {
-                        data.push_str(value.strip_prefix(' ').unwrap_or(value));
-                    }
-                }
-                match kind.as_deref() {
-                    Some("catalog") => return serde_json::from_str(&data).expect("JSON event data"),
-                    None if data.is_empty() => continue, // a keep-alive comment
-                    _ => panic!("unexpected event: {block:?}"),
-                }
-            }
-            let chunk = self.stream.next().await.expect("the event stream stays open").expect("a chunk");
-            self.buffer.extend_from_slice(&chunk);
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_one_event_per_change_and_none_for_a_no_op() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -393,11 +311,10 @@ async fn sends_one_event_per_change_and_none_for_a_no_op() {
         assert_eq!(event["etag"], etag.as_str(), "the event of change {index} carries the new tag");
         previous = etag;
     }
-    wait_until_idle(&app).await;
-    assert_eq!(events.next(Duration::from_millis(100)).await, None, "one event per change");
 
     // Identical bytes written over the file in place (never truncated, so no rescan can see
-    // anything else): a rescan runs, publishes nothing, and no event is sent.
+    // anything else): a rescan runs and publishes nothing.
+    wait_until_idle(&app).await;
     let scans = scan_count(&app).await;
     {
         use std::io::Write as _;
@@ -406,8 +323,16 @@ async fn sends_one_event_per_change_and_none_for_a_no_op() {
         file.sync_all().expect("sync");
     }
     eventually("the rewrite causes a rescan", || async { scan_count(&app).await > scans }).await;
-    assert_eq!(events.next(Duration::from_millis(300)).await, None, "no event for a change of nothing");
     assert_eq!(app.catalog_etag().await, previous);
+
+    // Neither that rescan nor the last change sent another event: the next one on the stream is
+    // the next real change's. (The stream sends events in order, so one sent earlier would come
+    // first.)
+    wait_until_idle(&app).await;
+    write_skill(&root.join("delta"), &skill_md(None, "Delta.", "d"));
+    let catalog = app.wait_for_catalog(|catalog| names(catalog) == ["alpha", "delta", "gamma"]).await;
+    let event = events.next(DEADLINE).await.expect("an event for the next change");
+    assert_eq!(event["etag"], catalog["etag"], "one event per change, and none for a change of nothing");
     app.shutdown().await.expect("clean shutdown");
 }
 
@@ -431,14 +356,21 @@ async fn without_watcher_or_timer_nothing_changes() {
     let root = dir.path().join("skills");
     write_skill(&root.join("alpha"), &skill_md(None, "Alpha.", "a"));
     let app = sources(&root, LiveOptions { rescan_interval: None, watch: false }).await;
+    // A second server on the same tree, with its watcher, shows when the changes were there to
+    // be seen: once it has seen a second change, the first server, had it a watcher, would long
+    // have shown the first.
+    let watching = TestApp::spawn_dir(&root).await;
     let etag = app.catalog_etag().await;
     let scans = scan_count(&app).await;
     write_skill(&root.join("beta"), &skill_md(None, "Beta.", "b"));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    watching.wait_for_catalog(|catalog| names(catalog) == ["alpha", "beta"]).await;
+    write_skill(&root.join("gamma"), &skill_md(None, "Gamma.", "c"));
+    watching.wait_for_catalog(|catalog| names(catalog) == ["alpha", "beta", "gamma"]).await;
     let catalog = app.wait_for_catalog(|_| true).await;
     assert_eq!(names(&catalog), ["alpha"], "only the watcher or the timer make changes visible");
     assert_eq!(app.catalog_etag().await, etag);
     assert_eq!(scan_count(&app).await, scans);
+    watching.shutdown().await.expect("clean shutdown");
     app.shutdown().await.expect("clean shutdown");
 }
 

@@ -1,4 +1,7 @@
-//! The integration suite: one test binary for conformance, security and the command line.
+//! The integration suite, one test binary: the HTTP API, authentication, the live catalog, the
+//! client, the command line, the container image's command, the OpenAPI document, conformance
+//! with nagents (recorded, and live where nagents is installed) and the security of discovery.
+//! What the tests share is in `support`.
 
 mod api;
 mod auth;

@@ -2,8 +2,9 @@
 //! functions, and random trees through the discoverers.
 //!
 //! These tests need a Python with nagents 0.25.2: `SKILLCAT_NAGENTS_PYTHON`, else `.venv/bin/python`
-//! in the repository. Without one they are skipped with a notice, unless
-//! `SKILLCAT_REQUIRE_NAGENTS=1` (as in CI), where a missing nagents fails them.
+//! in the repository (scripts/setup-reference makes it). Without one each prints a `skipped:` line
+//! and passes, unless `SKILLCAT_REQUIRE_NAGENTS=1` (scripts/test sets it), where a missing nagents
+//! fails them.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -17,32 +18,11 @@ use skillcat_core::{
     Skill, TokenLimit, budget_skill_content, explicit_skill_names, parse_skill_metadata, render_skill_manifest,
 };
 
-use crate::support::{self, describe_difference};
-
-fn nagents_python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("SKILLCAT_NAGENTS_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    let works = Command::new(&candidate)
-        .args(["-c", "import nagents.skills"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if works {
-        return Some(candidate);
-    }
-    assert!(
-        std::env::var_os("SKILLCAT_REQUIRE_NAGENTS").is_none_or(|value| value != "1"),
-        "SKILLCAT_REQUIRE_NAGENTS=1 but {} cannot import nagents",
-        candidate.display()
-    );
-    eprintln!("skipped: no Python with nagents at {} (set SKILLCAT_NAGENTS_PYTHON)", candidate.display());
-    None
-}
+use crate::support::conformance::{conformance_dir, describe_difference, evaluate};
+use crate::support::nagents;
 
 fn run_reference(python: &PathBuf, mode: &str, input: &Value) -> Value {
-    let script = support::conformance_dir().join("nagents_reference.py");
+    let script = conformance_dir().join("nagents_reference.py");
     let mut child = Command::new(python)
         .arg(script)
         .arg(mode)
@@ -136,7 +116,7 @@ fn long_text() -> impl Strategy<Value = String> {
 
 #[test]
 fn pure_functions_match_live_nagents() {
-    let Some(python) = nagents_python() else { return };
+    let Some(python) = nagents::python("reference::pure_functions_match_live_nagents") else { return };
     let texts: Vec<String> = sample(prop_oneof![4 => markdown(), 1 => long_text()], 400, 7).into_iter().collect();
     let names = sample(
         prop::sample::select(vec!["dir", "bad name", "", "x".repeat(64).leak() as &str, "a-b_c"]),
@@ -272,7 +252,7 @@ fn tree_case() -> impl Strategy<Value = Value> {
 
 #[test]
 fn random_trees_match_live_nagents() {
-    let Some(python) = nagents_python() else { return };
+    let Some(python) = nagents::python("reference::random_trees_match_live_nagents") else { return };
     let cases = sample(tree_case(), 96, 11);
     let reference = run_reference(&python, "cases", &json!(cases));
     // The sample must exercise discovery, skipping and source failure, or it proves little.
@@ -291,7 +271,7 @@ fn random_trees_match_live_nagents() {
     assert!(skills >= 40 && diagnostics >= 40 && errors >= 1, "the random trees exercise too little");
     let mut failures = Vec::new();
     for (index, case) in cases.iter().enumerate() {
-        let actual = support::evaluate(case);
+        let actual = evaluate(case);
         let mut differences = Vec::new();
         describe_difference(&reference[index], &actual, &format!("tree #{index}"), &mut differences);
         if !differences.is_empty() {

@@ -11,6 +11,8 @@ pub struct ServeProcess {
     child: Child,
     pub address: SocketAddr,
     log: Arc<Mutex<String>>,
+    /// The threads that copy stdout and stderr into `log`; each ends when its pipe closes.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl ServeProcess {
@@ -30,13 +32,14 @@ impl ServeProcess {
         let mut child = command.spawn().expect("start skillcat serve");
         let log = Arc::new(Mutex::new(String::new()));
         let (address_sender, address) = std::sync::mpsc::channel();
+        let mut readers = Vec::new();
         for stream in [
             Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
             Box::new(child.stderr.take().expect("stderr")),
         ] {
             let log = Arc::clone(&log);
             let address_sender = address_sender.clone();
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { return };
                     if let Ok(entry) = serde_json::from_str::<serde_json::Value>(&line)
@@ -49,7 +52,7 @@ impl ServeProcess {
                     log.push_str(&line);
                     log.push('\n');
                 }
-            });
+            }));
         }
         let address = match address.recv_timeout(Duration::from_secs(20)) {
             Ok(address) => address,
@@ -59,7 +62,7 @@ impl ServeProcess {
                 panic!("skillcat serve did not start ({status}); its log:\n{}", log.lock().expect("log"));
             }
         };
-        ServeProcess { child, address, log }
+        ServeProcess { child, address, log, readers }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -97,8 +100,10 @@ impl ServeProcess {
             assert!(Instant::now() < deadline, "no exit 15 s after SIGTERM");
             std::thread::sleep(Duration::from_millis(10));
         };
-        // The log readers end with the pipes; give them a moment to take the last lines.
-        std::thread::sleep(Duration::from_millis(50));
+        // The pipes close with the process: once the readers are done, the log is complete.
+        for reader in self.readers.drain(..) {
+            reader.join().expect("a log reader");
+        }
         (status, self.log())
     }
 }

@@ -2,18 +2,24 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use skillcat::auth::TokenReloads;
 use skillcat::catalog::LiveOptions;
 use skillcat::config::SourceConfig;
-use skillcat::server::{ServeOptions, Server};
+use skillcat::server::{App, ServeOptions, Server};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+use super::wait::DEADLINE;
 
 /// A running server and a client for it. Dropping it stops the server.
 pub struct TestApp {
     pub address: SocketAddr,
     pub client: reqwest::Client,
+    /// The server's shared state, for what no answer shows (re-reads of the token file).
+    state: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -36,14 +42,16 @@ impl TestApp {
         adjust(&mut options);
         let server = Server::bind(options).await.expect("bind a test server");
         let address = server.local_addr().expect("address");
-        let catalog = server.app().catalog.clone();
+        let state = Arc::clone(server.app());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server.run(async {
             let _ = stopped.await;
         }));
-        tokio::time::timeout(Duration::from_secs(10), catalog.ready()).await.expect("the first discovery finishes");
+        tokio::time::timeout(Duration::from_secs(10), state.catalog.ready())
+            .await
+            .expect("the first discovery finishes");
         let client = reqwest::Client::builder().no_gzip().build().expect("client");
-        TestApp { address, client, stop: Some(stop), task: Some(task) }
+        TestApp { address, client, state, stop: Some(stop), task: Some(task) }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -86,9 +94,9 @@ impl TestApp {
         response.headers()["etag"].to_str().expect("etag").to_owned()
     }
 
-    /// Waits (at most 5 s) until `GET /skills` satisfies `check`; returns the body.
+    /// Waits (at most [`DEADLINE`]) until `GET /skills` satisfies `check`; returns the body.
     pub async fn wait_for_catalog(&self, check: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let deadline = tokio::time::Instant::now() + DEADLINE;
         loop {
             let response = self.skills().await;
             if response.status() == 200 {
@@ -97,9 +105,35 @@ impl TestApp {
                     return body;
                 }
             }
-            assert!(tokio::time::Instant::now() < deadline, "the catalog did not reach the expected state in 5 s");
+            assert!(tokio::time::Instant::now() < deadline, "the catalog did not reach the expected state in time");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// The value of a series of `GET /metrics` (a full line's name and labels); the series must
+    /// be exported.
+    pub async fn metric(&self, series: &str) -> u64 {
+        self.metric_if_any(series).await.unwrap_or_else(|| panic!("{series} is not exported"))
+    }
+
+    /// How many requests of `route` (its template) were answered with `status`: 0 until one is.
+    pub async fn requests(&self, route: &str, status: u16) -> u64 {
+        let series = format!("skillcat_http_requests_total{{route=\"{route}\",status=\"{status}\"}}");
+        self.metric_if_any(&series).await.unwrap_or(0)
+    }
+
+    async fn metric_if_any(&self, series: &str) -> Option<u64> {
+        let response = self.get("/metrics").send().await.expect("GET /metrics");
+        assert_eq!(response.status(), 200, "GET /metrics");
+        let text = response.text().await.expect("metrics text");
+        text.lines()
+            .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+            .map(|value| value.trim().parse().expect("an integer sample"))
+    }
+
+    /// How the re-reads of the token file went so far; the server must have one.
+    pub fn token_reloads(&self) -> TokenReloads {
+        self.state.tokens.as_ref().expect("the server has a token file").reloads()
     }
 
     /// Starts a graceful shutdown and waits for the server to finish.

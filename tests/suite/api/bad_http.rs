@@ -1,0 +1,82 @@
+//! Malformed HTTP on a raw socket, and clients that stop sending: refused or disconnected, never a
+//! server error, and the server survives.
+
+use std::time::{Duration, Instant};
+
+use skillcat::config::SourceConfig;
+use tokio::net::TcpStream;
+
+use super::{assert_alive, two_skills};
+use crate::support::http::{parse_response, raw_exchange, read_answer, read_to_close, write_all};
+use crate::support::server::TestApp;
+
+#[tokio::test]
+async fn malformed_http_is_refused_and_the_server_survives() {
+    let dir = two_skills();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let huge = |size: usize| {
+        format!("GET /skills HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: {}\r\n\r\n", "a".repeat(size))
+            .into_bytes()
+    };
+    let load = |head: &str, body: &str| {
+        format!("POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n{body}")
+            .into_bytes()
+    };
+    // What is expected: the status of hyper's (or the API's) answer, `None` for a connection
+    // closed without one.
+    let cases: Vec<(&str, Vec<u8>, Option<u16>)> = vec![
+        ("garbage request line", b"GARBAGE\r\n\r\n".to_vec(), Some(400)),
+        ("binary garbage", vec![0, 255, 13, 10, 13, 10, 7, 7], Some(400)),
+        ("header without a colon", b"GET /skills HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n".to_vec(), Some(400)),
+        ("space before the colon", b"GET /skills HTTP/1.1\r\nHost : x\r\n\r\n".to_vec(), Some(400)),
+        ("NUL in a header", b"GET /skills HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n".to_vec(), Some(400)),
+        ("unsupported version", b"GET /skills HTTP/9.9\r\nHost: x\r\n\r\n".to_vec(), Some(400)),
+        ("HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), None),
+        ("invalid Content-Length", load("Content-Length: abc\r\n", "{}"), Some(400)),
+        ("negative Content-Length", load("Content-Length: -1\r\n", "{}"), Some(400)),
+        ("conflicting Content-Lengths", load("Content-Length: 2\r\nContent-Length: 3\r\n", "{}"), Some(400)),
+        ("unknown transfer coding", load("Transfer-Encoding: gzip\r\n", "{}"), Some(400)),
+        ("bad chunk size", load("Transfer-Encoding: chunked\r\n", "zz\r\n{}\r\n0\r\n\r\n"), Some(400)),
+        // hyper reads headers into a buffer of about 400 KiB; beyond it the answer is 431.
+        ("100 KiB header", huge(100 * 1024), Some(200)),
+        ("1 MiB header", huge(1 << 20), Some(431)),
+    ];
+    for (what, request, expected) in cases {
+        let bytes = raw_exchange(app.address, &request).await;
+        let answer = parse_response(&bytes);
+        assert_eq!(answer.as_ref().map(|answer| answer.status), expected, "{what}: {answer:?}");
+        assert_alive(&app).await;
+    }
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_that_stops_sending_headers_is_disconnected() {
+    let dir = two_skills();
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+        options.header_timeout = Duration::from_millis(300);
+    })
+    .await;
+    // Headers cut off, a request line cut off, nothing at all.
+    for partial in [&b"GET /skills HTTP/1.1\r\nHost: x\r\n"[..], b"GET /ski", b""] {
+        let stream = TcpStream::connect(app.address).await.expect("connect");
+        write_all(&stream, partial).await.expect("write");
+        let started = Instant::now();
+        let received = read_to_close(&stream, Duration::from_secs(3)).await;
+        let received = received.unwrap_or_else(|| panic!("{partial:?}: the connection is still open after 3 s"));
+        assert!(started.elapsed() < Duration::from_millis(1500), "{partial:?}: closed after {:?}", started.elapsed());
+        if let Some(answer) = parse_response(&received) {
+            assert!(answer.status < 500, "{answer:?}");
+        }
+    }
+    // A kept-alive connection that goes quiet after a request is closed the same way.
+    let stream = TcpStream::connect(app.address).await.expect("connect");
+    write_all(&stream, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+    assert_eq!(read_answer(&stream).await.status, 200);
+    let started = Instant::now();
+    let rest = read_to_close(&stream, Duration::from_secs(3)).await.expect("the idle connection is closed");
+    assert!(started.elapsed() < Duration::from_millis(1500), "closed after {:?}", started.elapsed());
+    assert!(parse_response(&rest).is_none_or(|answer| answer.status < 500), "{rest:?}");
+    assert_alive(&app).await;
+    app.shutdown().await.unwrap();
+}

@@ -1,0 +1,48 @@
+//! `GET /events`: a `catalog` event at connect and on every change; the stream ends at shutdown.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use skillcat::config::SourceConfig;
+
+use super::two_skills;
+use crate::support::events::Events;
+use crate::support::server::TestApp;
+use crate::support::skills::write_skill;
+use crate::support::wait::DEADLINE;
+
+#[tokio::test]
+async fn events_announce_the_catalog_at_connect_and_on_change() {
+    let dir = two_skills();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let tag = app.catalog_etag().await;
+    let mut events = Events::open(&app).await;
+    assert_eq!(events.next(DEADLINE).await, Some(json!({"etag": tag})), "the first event");
+
+    write_skill(&dir.path().join("gamma"), "---\nname: gamma\ndescription: new\n---\n");
+    let second = events.next(DEADLINE).await.expect("an event on change");
+    let announced = second["etag"].as_str().expect("a tag").to_owned();
+    assert_ne!(announced, tag);
+    let body = app.wait_for_catalog(|body| body["etag"] == announced.as_str()).await;
+    assert_eq!(body["skills"].as_array().expect("skills").len(), 3);
+    drop(events);
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_event_streams() {
+    let dir = two_skills();
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+        // Longer than the test waits: only streams that really end let shutdown finish in time.
+        options.shutdown_grace = Duration::from_secs(60);
+    })
+    .await;
+    let mut events = Events::open(&app).await;
+    events.next(DEADLINE).await.expect("a first event");
+    let started = Instant::now();
+    let shutdown = tokio::spawn(app.shutdown());
+    assert!(events.ends_within(Duration::from_secs(10)).await, "the event stream did not end within 10 s of shutdown");
+    let result = tokio::time::timeout(Duration::from_secs(10), shutdown).await;
+    result.expect("shutdown returns within 10 s").expect("the shutdown task").expect("a clean shutdown");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

@@ -1,0 +1,76 @@
+//! `POST /skills/{name}/load`: nagents' budgeted load, and what `token_limit` may be.
+
+use serde_json::{Value, json};
+
+use super::{ALPHA, post_load, root_of, skill_etag, two_skills};
+use crate::support::http::Answer;
+use crate::support::server::TestApp;
+
+fn load_result(root: &str, name: &str, content: &str, truncated: bool, limit: u64) -> Value {
+    json!({
+        "name": name,
+        "location": format!("{root}/{name}/SKILL.md"),
+        "content": content,
+        "truncated": truncated,
+        "estimated_tokens": content.len().div_ceil(4),
+        "token_limit": limit,
+    })
+}
+
+#[tokio::test]
+async fn loads_are_budgeted_as_nagents_does() {
+    let dir = two_skills();
+    let root = root_of(&dir);
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let full = load_result(&root, "alpha", ALPHA, false, 10_000);
+    let empty = app.load("alpha", None).await;
+    assert_eq!(empty.status(), 200);
+    assert_eq!(empty.headers()["content-type"], "application/json");
+    assert_eq!(empty.json::<Value>().await.unwrap(), full, "an empty body takes the default limit");
+    assert_eq!(post_load(&app, "alpha", &[], Some(json!({}))).await.json(), full);
+    assert_eq!(
+        post_load(&app, "alpha", &[], Some(json!({"token_limit": 3}))).await.json(),
+        load_result(&root, "alpha", &ALPHA[..12], true, 3)
+    );
+    assert_eq!(
+        post_load(&app, "alpha", &[], Some(json!({"token_limit": 100_000}))).await.json(),
+        load_result(&root, "alpha", ALPHA, false, 100_000)
+    );
+    let tag = skill_etag(&app, "alpha").await;
+    assert_eq!(post_load(&app, "alpha", &[("if-match", &tag)], None).await.json(), full);
+    assert_eq!(post_load(&app, "alpha", &[("if-match", "*")], None).await.json(), full);
+    for form in ["\"other\"", &format!("W/{tag}")] {
+        post_load(&app, "alpha", &[("if-match", form)], None).await.problem(412, "precondition-failed");
+    }
+    post_load(&app, "gamma", &[], None).await.problem(404, "skill-not-found");
+    post_load(&app, "bad!", &[], None).await.problem(400, "invalid-name");
+    app.shutdown().await.unwrap();
+}
+
+/// A load of `alpha` with `body` as written, `Content-Type: application/json`.
+async fn load_raw(app: &TestApp, body: &str) -> Answer {
+    let request = app.client.post(app.url("/skills/alpha/load")).header("content-type", "application/json");
+    Answer::from(request.body(body.to_owned()).send().await.expect("POST load")).await
+}
+
+/// JSON Schema's `integer` (what the OpenAPI document says `token_limit` is) admits any number
+/// whose fraction is zero, however it is written: `2.0` is the limit 2. A fraction, a boolean, a
+/// string, or a number out of 1..=100000 is no limit.
+#[tokio::test]
+async fn an_integral_number_is_a_token_limit() {
+    let dir = two_skills();
+    let root = root_of(&dir);
+    let app = TestApp::spawn_dir(dir.path()).await;
+    for (limit, value) in [("2.0", 2), ("1.0", 1), ("100000.0", 100_000), ("1e3", 1000), ("2.50e1", 25)] {
+        let answer = load_raw(&app, &format!(r#"{{"token_limit": {limit}}}"#)).await;
+        assert_eq!(answer.status, 200, "token_limit {limit}: {answer:?}");
+        let content = &ALPHA[..ALPHA.len().min(4 * value)];
+        let truncated = content.len() < ALPHA.len();
+        assert_eq!(answer.json(), load_result(&root, "alpha", content, truncated, value as u64), "token_limit {limit}");
+    }
+    for limit in ["2.5", "true", r#""2""#, "0", "100001", "-1", "0.0", "-1.0", "100001.0", "1e6", "0.5"] {
+        let problem = load_raw(&app, &format!(r#"{{"token_limit": {limit}}}"#)).await.problem(422, "invalid-body");
+        assert_eq!(problem["detail"], "token_limit must be an integer between 1 and 100000", "token_limit {limit}");
+    }
+    app.shutdown().await.unwrap();
+}
