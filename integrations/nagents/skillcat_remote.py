@@ -34,10 +34,10 @@ Errors:
   - the skill changed or vanished on the server (404, 409 or 412 on load):
     "Skill 'x' changed; refresh discovery and retry";
   - a source of the server failed before it had any good catalog (503
-    ``urn:skillcat:problem:catalog-unavailable``): the problem's ``detail``, which starts with
-    nagents' own message, e.g. "Duplicate skill name 'x' at /p (the other is at /q)". Once the
-    server has had a good catalog it keeps serving it through failures: ``discover()`` returns
-    it, and ``catalog_error`` says what failed and since when;
+    ``urn:skillcat:problem:catalog-unavailable``): the problem's ``detail``, which is nagents'
+    own message, e.g. "Duplicate skill name 'x' at /p". Once the server has had a good catalog it
+    keeps serving it through failures: ``discover()`` returns it, and ``catalog_error`` says what
+    failed (naming both files of a duplicate) and since when;
   - a descriptor the server sent that nagents' ``Skill`` rejects.
 * ``SkillcatError`` (an ``OSError``): the server could not be reached, broke the protocol, or
   answered another error (401, 503 not ready / at capacity / shutting down, ...); it carries

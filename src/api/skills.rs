@@ -153,14 +153,21 @@ async fn load_request(headers: &HeaderMap, body: Body) -> Result<TokenLimit, Api
     if !json {
         return Err(ApiError::UnsupportedMediaType);
     }
-    let malformed = |error: serde_json::Error| match error.classify() {
-        serde_json::error::Category::Data => ApiError::InvalidBody(error.to_string()),
-        _ => ApiError::MalformedJson(error.to_string()),
-    };
+    let malformed = |error: serde_json::Error| ApiError::MalformedJson(error.to_string());
     // The syntax first, then the shape: a body cut short is malformed even where its start
     // already names a field twice.
     serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).map_err(malformed)?;
-    let Object(request) = serde_json::from_slice::<Object<LoadRequest>>(&bytes).map_err(malformed)?;
+    let Object(request): Object<LoadRequest> =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&bytes)).map_err(|error| {
+            let path = error.path().to_string();
+            let error = error.into_inner();
+            match (error.classify(), path.as_str()) {
+                (serde_json::error::Category::Data, ".") => ApiError::InvalidBody(error.to_string()),
+                // With the field's name.
+                (serde_json::error::Category::Data, path) => ApiError::InvalidBody(format!("{path}: {error}")),
+                _ => malformed(error),
+            }
+        })?;
     Ok(request.token_limit.unwrap_or_default())
 }
 

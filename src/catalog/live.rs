@@ -268,10 +268,11 @@ impl LiveCatalog {
                 let since = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
                 Some(CatalogState::Ready(Box::new(catalog.failing(CatalogFailure { source, message, since }))))
             }
-            CatalogState::Failed(known) if *known == message => None,
+            // The 503's detail is nagents' message alone, as a nagents source would raise it.
+            CatalogState::Failed(known) if *known == failure.error.to_string() => None,
             _ => {
                 tracing::warn!(source, error = message, "a scan failed; no catalog is served until one succeeds");
-                Some(CatalogState::Failed(message))
+                Some(CatalogState::Failed(failure.error.to_string()))
             }
         }
     }

@@ -79,7 +79,9 @@ async fn remote_discovery_and_loads_equal_the_local_discoverers_on_the_same_tree
     let local = DirectorySkillDiscoverer::new([dir.path()]).expect("a local discoverer");
 
     let (remote_scan, local_scan) = (remote.scan().await.expect("remote scan"), local.scan().await.expect("scan"));
-    assert_eq!(remote_scan, local_scan);
+    // The same descriptors and diagnostics; only a local scan knows the contents' versions.
+    assert_eq!((&remote_scan.skills, &remote_scan.diagnostics), (&local_scan.skills, &local_scan.diagnostics));
+    assert!(remote_scan.versions.is_empty() && local_scan.versions.len() == local_scan.skills.len());
     assert_eq!(names(&remote_scan.skills), ["alpha", "beta", "gamma"]);
     assert_eq!(remote_scan.diagnostics.len(), 2, "{:?}", remote_scan.diagnostics);
     assert_eq!(remote.discover().await.unwrap(), local.discover().await.unwrap());
@@ -119,7 +121,9 @@ async fn a_server_of_several_sources_equals_their_local_composite() {
         Arc::new(BuiltinSkillDiscoverer::<BuiltinSkills>::new()),
     ]);
     let (remote_scan, local_scan) = (remote.scan().await.unwrap(), local.scan().await.unwrap());
-    assert_eq!(remote_scan, local_scan);
+    // The same descriptors and diagnostics; only a local scan knows the contents' versions.
+    assert_eq!((&remote_scan.skills, &remote_scan.diagnostics), (&local_scan.skills, &local_scan.diagnostics));
+    assert!(remote_scan.versions.is_empty() && local_scan.versions.len() == local_scan.skills.len());
     assert!(remote_scan.skills.len() > 4, "builtin skills are listed too: {:?}", names(&remote_scan.skills));
     assert_eq!(find(&remote_scan.skills, "alpha").description(), "The first skill");
     let catalog = remote.catalog().await.unwrap();
@@ -303,26 +307,20 @@ async fn the_server_restarting_mid_session_is_recovered_from() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_503_from_a_failed_source_is_an_error_never_an_empty_catalog() {
+    // The server starts on a tree whose source fails: there is no good catalog to serve.
     let dir = tree();
+    write_skill(&dir.path().join("zz-alpha"), &skill_md("alpha", "A duplicate", "Again"));
     let app = TestApp::spawn_dir(dir.path()).await;
     let (plain, watch) = (conditional(&app), watching(&app));
-    assert_eq!(plain.discover().await.unwrap().len(), 3);
-    watch.discover().await.unwrap();
-    eventually("the stream is up", || async { watch.is_live() }).await;
-
-    // A second skill named alpha in the same source fails the source.
-    write_skill(&dir.path().join("zz-alpha"), &skill_md("alpha", "A duplicate", "Again"));
-    eventually("the server reports the failed source", || async { app.skills().await.status() == 503 }).await;
     let error = plain.discover().await.expect_err("a failed source is an error");
     let ClientError::Unavailable(problem) = client_error(&error) else { panic!("{error:?}") };
     assert_eq!(problem.skillcat_kind(), Some("catalog-unavailable"));
     assert!(problem.detail.starts_with("Duplicate skill name 'alpha' at "), "{problem:?}");
     assert!(error.to_string().contains(&problem.detail), "{error}");
     assert!(plain.scan().await.is_err());
-    // The watcher heard that the catalog is unavailable: its memory is no longer trusted.
-    eventually("the watcher stops vouching", || async { !watch.is_live() }).await;
     let error = watch.discover().await.expect_err("a failed source is an error in watch mode too");
     assert!(matches!(client_error(&error), ClientError::Unavailable(_)), "{error:?}");
+    assert!(!watch.is_live(), "a watcher never vouches for an unavailable catalog");
 
     // The server asks for a retry after a second; a policy that allows it waits that second.
     let patient = RemoteSkillDiscoverer::builder(app.url(""))
@@ -335,13 +333,52 @@ async fn a_503_from_a_failed_source_is_an_error_never_an_empty_catalog() {
     assert!(started.elapsed() >= Duration::from_secs(1), "Retry-After: 1 honoured: {:?}", started.elapsed());
     assert_eq!(catalog_requests(&app, 503).await - refused, 2, "one request and one retry");
 
-    // Repaired: both find the catalog again.
+    // Repaired: both find the catalog.
     std::fs::remove_dir_all(dir.path().join("zz-alpha")).unwrap();
     eventually("the plain discoverer recovers", || async {
         plain.discover().await.is_ok_and(|skills| skills.len() == 3)
     })
     .await;
     eventually("the watcher recovers", || async { watch.discover().await.is_ok_and(|skills| skills.len() == 3) }).await;
+    eventually("the stream is up", || async { watch.is_live() }).await;
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_good_catalog_a_failed_source_keeps_it_and_says_why() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let (plain, watch) = (conditional(&app), watching(&app));
+    assert_eq!(plain.discover().await.unwrap().len(), 3);
+    watch.discover().await.unwrap();
+    eventually("the stream is up", || async { watch.is_live() }).await;
+    assert_eq!(plain.catalog().await.unwrap().error(), None);
+
+    // A second skill named alpha in the same source fails the scan; the server keeps its last
+    // good catalog, and both discoverers keep returning it, with the failure for those who ask.
+    write_skill(&dir.path().join("zz-alpha"), &skill_md("alpha", "A duplicate", "Again"));
+    for discoverer in [&plain, &watch] {
+        eventually("the failure is reported", || async {
+            discoverer.catalog().await.is_ok_and(|catalog| catalog.error().is_some())
+        })
+        .await;
+        assert_eq!(discoverer.discover().await.unwrap().len(), 3);
+        let catalog = discoverer.catalog().await.unwrap();
+        let failure = catalog.error().unwrap();
+        assert!(failure.message.starts_with("Duplicate skill name 'alpha' at "), "{failure:?}");
+        assert!(failure.message.contains("(the other is at "), "{failure:?}");
+    }
+    let alpha = plain.discover().await.unwrap().into_iter().find(|skill| skill.name().as_str() == "alpha").unwrap();
+    assert!(plain.load(&alpha).await.unwrap().contains("Do the alpha thing."), "loads are served too");
+
+    // Repaired: the failure clears by itself.
+    std::fs::remove_dir_all(dir.path().join("zz-alpha")).unwrap();
+    for discoverer in [&plain, &watch] {
+        eventually("the failure clears", || async {
+            discoverer.catalog().await.is_ok_and(|catalog| catalog.error().is_none())
+        })
+        .await;
+    }
     app.shutdown().await.unwrap();
 }
 

@@ -117,20 +117,54 @@ async fn follows_adds_edits_renames_and_deletes() {
     app.wait_for_catalog(|catalog| names(catalog) == ["alpha"]).await;
     assert_eq!(app.skill("gamma").await.status(), 404);
 
-    // A second skill named alpha inside the same source: the catalog is unavailable, with
-    // nagents' message naming the second one (the walk visits folders in code-point order).
+    // A second skill named alpha inside the same source: the scan fails, and the last good
+    // catalog is still served, carrying the failure: nagents' message naming the second one (the
+    // walk visits folders in code-point order), then the first.
+    let good = app.catalog_etag().await;
+    assert_eq!(app.metric("skillcat_catalog_failing").await, 0);
     write_skill(&root.join("zeta"), &skill_md("alpha", "Impostor.", "Z"));
-    eventually("the duplicate makes the catalog unavailable", || async { app.skills().await.status() == 503 }).await;
+    let catalog = app.wait_for_catalog(|catalog| catalog.get("error").is_some()).await;
+    assert_eq!(names(&catalog), ["alpha"]);
+    assert_eq!(field(&catalog, "alpha", "location"), moved);
+    let error = &catalog["error"];
+    let message = format!("Duplicate skill name 'alpha' at {} (the other is at {moved})", location(&root.join("zeta")));
+    assert_eq!(error["message"], message.as_str());
+    assert_eq!(error["source"], root.to_str().expect("UTF-8 temporary paths"));
+    let since = error["since"].as_str().expect("since");
+    assert!(since.len() == 20 && since.ends_with('Z') && since.as_bytes()[10] == b'T', "RFC 3339: {since}");
+    assert_ne!(catalog["etag"], good.as_str(), "the failure is news to clients");
+    // Everything else is served as before.
+    assert_eq!(app.content("alpha").await.status(), 200);
+    assert_eq!(app.manifest().await.status(), 200);
+    assert_eq!(app.metric("skillcat_catalog_failing").await, 1);
+    assert!(app.metric("skillcat_scan_failures_total").await >= 1);
+
+    // Removing it brings back the current catalog, without the error: the same files, the same tag.
+    std::fs::remove_dir_all(root.join("zeta")).expect("delete zeta");
+    let catalog = app.wait_for_catalog(|catalog| catalog.get("error").is_none()).await;
+    assert_eq!(field(&catalog, "alpha", "location"), moved);
+    assert_eq!(catalog["etag"], good.as_str());
+    assert_eq!(app.metric("skillcat_catalog_failing").await, 0);
+    app.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_any_good_catalog_a_failed_scan_is_503_until_the_files_are_fixed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("skills");
+    write_skill(&root.join("a"), &skill_md("alpha", "First.", "A"));
+    write_skill(&root.join("b"), &skill_md("alpha", "Second.", "B"));
+    let app = TestApp::spawn_dir(&root).await;
     let body = problem(app.skills().await, 503).await;
     assert_eq!(body["type"], "urn:skillcat:problem:catalog-unavailable");
-    let message = format!("Duplicate skill name 'alpha' at {}", location(&root.join("zeta")));
-    assert_eq!(body["detail"], message.as_str());
+    // nagents' message alone, as a nagents source raises it (the log also names the first).
+    assert_eq!(body["detail"], format!("Duplicate skill name 'alpha' at {}", location(&root.join("b"))));
     assert_eq!(app.manifest().await.status(), 503);
-
-    // Removing it brings the catalog back.
-    std::fs::remove_dir_all(root.join("zeta")).expect("delete zeta");
-    let catalog = app.wait_for_catalog(|catalog| names(catalog) == ["alpha"]).await;
-    assert_eq!(field(&catalog, "alpha", "location"), moved);
+    assert_eq!(app.metric("skillcat_catalog_failing").await, 1);
+    std::fs::remove_dir_all(root.join("b")).expect("delete b");
+    let catalog = app.wait_for_catalog(|_| true).await;
+    assert_eq!(names(&catalog), ["alpha"]);
+    assert!(catalog.get("error").is_none());
     app.shutdown().await.expect("clean shutdown");
 }
 

@@ -28,6 +28,7 @@ from nagents.skills import CompositeSkillDiscoverer  # noqa: E402
 from nagents.skills import DirectorySkillDiscoverer  # noqa: E402
 from nagents.skills import Skill  # noqa: E402
 from nagents.skills import SkillDiscoverer  # noqa: E402
+from skillcat_remote import CatalogFailure  # noqa: E402
 from skillcat_remote import RemoteSkillDiscoverer  # noqa: E402
 from skillcat_remote import SkillcatError  # noqa: E402
 from skillcat_remote import SkillcatTimeout  # noqa: E402
@@ -249,6 +250,41 @@ def test_duplicate_name_raises_nagents_message(serve, tmp_path):
         write(root / "two/SKILL.md", skill_md("two", "Second"))
         server.wait_for_change(before)
         assert [skill.name for skill in await remote.discover()] == ["dup", "two"]
+
+    run(scenario())
+
+
+def test_after_a_good_catalog_a_failed_source_keeps_it_and_says_why(serve, tmp_path):
+    root = tmp_path / "skills"
+    write(root / "one/SKILL.md", skill_md("dup", "First"))
+    server = serve(root)
+    remote = RemoteSkillDiscoverer(server.url)
+
+    async def scenario():
+        assert [skill.name for skill in await remote.discover()] == ["dup"]
+        assert remote.catalog_error is None
+
+        # A second skill of the same name: the server keeps its last good catalog, says why.
+        before = server.catalog_etag()
+        write(root / "two/SKILL.md", skill_md("dup", "Second"))
+        server.wait_for_change(before)
+        assert [skill.name for skill in await remote.discover()] == ["dup"]
+        error = remote.catalog_error
+        assert isinstance(error, CatalogFailure)
+        assert error.source == str(root)
+        assert error.message == (
+            f"Duplicate skill name 'dup' at {root / 'two/SKILL.md'} (the other is at {root / 'one/SKILL.md'})"
+        )
+        assert error.since.endswith("Z")
+        skill = (await remote.discover())[0]
+        assert await remote.load(skill) == skill_md("dup", "First")
+
+        # Repaired: the failure clears.
+        before = server.catalog_etag()
+        write(root / "two/SKILL.md", skill_md("two", "Second"))
+        server.wait_for_change(before)
+        assert [skill.name for skill in await remote.discover()] == ["dup", "two"]
+        assert remote.catalog_error is None
 
     run(scenario())
 

@@ -70,7 +70,11 @@ async fn an_integral_number_is_a_token_limit() {
     }
     for limit in ["2.5", "true", r#""2""#, "0", "100001", "-1", "0.0", "-1.0", "100001.0", "1e6", "0.5"] {
         let problem = load_raw(&app, &format!(r#"{{"token_limit": {limit}}}"#)).await.problem(422, "invalid-body");
-        assert_eq!(problem["detail"], "token_limit must be an integer between 1 and 100000", "token_limit {limit}");
+        let detail = problem["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.starts_with("token_limit: ") && detail.contains("expected an integer between 1 and 100000"),
+            "token_limit {limit}: {detail}"
+        );
     }
     app.shutdown().await.unwrap();
 }

@@ -5,10 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use skillcat::app::App;
 use skillcat::auth::TokenReloads;
 use skillcat::catalog::LiveOptions;
 use skillcat::config::SourceConfig;
-use skillcat::server::{App, ServeOptions, Server};
+use skillcat::server::{ServeOptions, Server};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
