@@ -19,6 +19,25 @@ const DIRECTORY_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OF
 const FILE_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 
+/// A system call that failed: its error, and nagents' message for it.
+#[derive(Debug)]
+pub(crate) struct OsFailure {
+    pub errno: Errno,
+    pub message: String,
+}
+
+impl OsFailure {
+    pub(crate) fn new(errno: Errno, name: &[u8]) -> Self {
+        OsFailure { errno, message: pystr::os_error_message(&errno.into(), name) }
+    }
+}
+
+/// Whether a failure says the process or the system ran out of descriptors or memory: then
+/// nothing can be concluded about the file, and a scan that met it has failed.
+pub(crate) fn exhausted(errno: Errno) -> bool {
+    matches!(errno, Errno::MFILE | Errno::NFILE | Errno::NOMEM | Errno::NOBUFS)
+}
+
 /// Why a `SKILL.md` could not be read; the messages are nagents'.
 #[derive(Debug)]
 pub(crate) enum ReadError {
@@ -41,15 +60,16 @@ impl ReadError {
 
 /// Opens a configured root, following symlinks: the root itself may be one (a git-sync link or
 /// a mounted volume). On failure the message names the component that failed, as nagents'.
-pub(crate) fn open_root(root: &[u8]) -> Result<OwnedFd, String> {
+pub(crate) fn open_root(root: &[u8]) -> Result<OwnedFd, OsFailure> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     match rustix::fs::open(root, flags, Mode::empty()) {
         Ok(fd) => Ok(fd),
         Err(_) => {
             // Walk again one component at a time to name the one that fails.
-            let mut current = rustix::fs::open("/", flags, Mode::empty()).map_err(|e| os_message(e, b"/"))?;
+            let mut current = rustix::fs::open("/", flags, Mode::empty()).map_err(|e| OsFailure::new(e, b"/"))?;
             for part in root.split(|&b| b == b'/').filter(|part| !part.is_empty()) {
-                current = rustix::fs::openat(&current, part, flags, Mode::empty()).map_err(|e| os_message(e, part))?;
+                current =
+                    rustix::fs::openat(&current, part, flags, Mode::empty()).map_err(|e| OsFailure::new(e, part))?;
             }
             Ok(current)
         }
@@ -57,8 +77,8 @@ pub(crate) fn open_root(root: &[u8]) -> Result<OwnedFd, String> {
 }
 
 /// Opens the directory `name` inside `parent`, refusing a symlink.
-pub(crate) fn open_child_directory(parent: BorrowedFd<'_>, name: &[u8]) -> Result<OwnedFd, String> {
-    rustix::fs::openat(parent, name, DIRECTORY_FLAGS, Mode::empty()).map_err(|e| os_message(e, name))
+pub(crate) fn open_child_directory(parent: BorrowedFd<'_>, name: &[u8]) -> Result<OwnedFd, OsFailure> {
+    rustix::fs::openat(parent, name, DIRECTORY_FLAGS, Mode::empty()).map_err(|e| OsFailure::new(e, name))
 }
 
 /// Opens the directory reached from `root` through `components`, with no symlink anywhere on the
@@ -146,8 +166,4 @@ fn read_bounded(fd: OwnedFd, size: usize, content: &mut Vec<u8>) -> std::io::Res
     }
     content.truncate(filled);
     Ok(())
-}
-
-fn os_message(errno: Errno, name: &[u8]) -> String {
-    pystr::os_error_message(&errno.into(), name)
 }

@@ -27,7 +27,8 @@ pub const DEFAULT_MAX_DEPTH: usize = 16;
 /// included) counts against `max_entries`; a directory whose listing does not fit in what remains
 /// yields nothing and ends the walk. Folders deeper than `max_depth` (the root is 0) are not
 /// entered. Symlinks beneath a root are never followed; the root itself may be one, and is
-/// resolved once per scan. Skipped files are reported as diagnostics, at most 20.
+/// resolved once per scan. Skipped files are reported as diagnostics, at most 20. A scan that
+/// runs out of descriptors or memory (EMFILE, ENFILE, ENOMEM, ENOBUFS) fails as a whole.
 ///
 /// Clones share the catalog of the last scan.
 #[derive(Debug, Clone)]
@@ -88,6 +89,11 @@ impl DirectorySkillDiscoverer {
     pub fn scan_blocking(&self) -> Result<Discovery, SkillError> {
         let config = &self.inner;
         let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth);
+        // Out of descriptors or memory, the walk learns nothing about the files: the scan fails
+        // rather than report folders as empty (where nagents would list a diagnostic).
+        if let Some((path, source)) = outcome.exhausted {
+            return Err(SkillError::Io { context: format!("the scan stopped at {path}"), source });
+        }
         let catalog = Catalog::new(outcome.found)?;
         let skills = catalog.0.iter().map(|found| found.skill.clone()).collect();
         let versions = catalog.0.iter().map(|found| found.version).collect();
@@ -166,5 +172,55 @@ async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stat
     match tokio::task::spawn_blocking(work).await {
         Ok(value) => value,
         Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Set in the child process that runs the exhausted scan.
+    const CHILD: &str = "SKILLCAT_TEST_EXHAUSTED_CHILD";
+
+    /// Out of descriptors, a scan fails; it never reports the folders it could not open as empty.
+    /// The descriptor limit is lowered in a child process (this same test binary, running only
+    /// this test), since it would starve every other test running beside it.
+    #[test]
+    fn a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders() {
+        if std::env::var_os(CHILD).is_none() {
+            let output = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "directory::tests::a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders",
+                ])
+                .args(["--test-threads", "1", "--nocapture"])
+                .env(CHILD, "1")
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+            assert!(stdout.contains("1 passed"), "the child ran the test: {stdout}");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // Deep enough that the walk holds more folders open than the limit leaves.
+        let mut folder = dir.path().to_path_buf();
+        for depth in 0..12 {
+            for sibling in 0..4 {
+                let skill = folder.join(format!("s{sibling}"));
+                std::fs::create_dir_all(&skill).unwrap();
+                std::fs::write(skill.join("SKILL.md"), format!("---\nname: s{depth}x{sibling}\ndescription: d\n---\n"))
+                    .unwrap();
+            }
+            folder = folder.join("s0");
+        }
+        let discoverer = DirectorySkillDiscoverer::new([dir.path()]).unwrap();
+        assert_eq!(discoverer.scan_blocking().unwrap().skills.len(), 48, "the whole tree, with descriptors");
+        let open = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let limit = rustix::process::Rlimit { current: Some(open as u64 + 4), maximum: Some(open as u64 + 4) };
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, limit).unwrap();
+        let error = discoverer.scan_blocking().expect_err("out of descriptors");
+        assert!(matches!(&error, SkillError::Io { source, .. } if source.raw_os_error() == Some(24)), "{error}");
+        assert!(error.to_string().starts_with("the scan stopped at "), "{error}");
     }
 }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, RawDir};
 
-use super::guarded::{self, SKILL_FILE};
+use super::guarded::{self, OsFailure, SKILL_FILE};
 use super::path::{AbsoluteRoot, join, last_component};
 use crate::discover::ContentVersion;
 use crate::metadata::parse_fields;
@@ -48,6 +48,10 @@ pub(crate) struct Found {
 pub(crate) struct Outcome {
     pub found: Vec<Found>,
     pub diagnostics: Vec<String>,
+    /// Set when the walk stopped because the process or the system ran out of descriptors or
+    /// memory: the path it was at, and the error. The outcome is then incomplete and not to be
+    /// published (nagents would report the error as a diagnostic and list the folder as empty).
+    pub exhausted: Option<(String, std::io::Error)>,
 }
 
 pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize) -> Outcome {
@@ -99,11 +103,18 @@ fn roots_overlap(roots: &[AbsoluteRoot]) -> bool {
 struct Diagnostic {
     path: Vec<u8>,
     message: Vec<u8>,
+    /// The error, when it says the process or the system ran out of resources.
+    exhausted: Option<rustix::io::Errno>,
 }
 
 impl Diagnostic {
     fn new(path: &[u8], message: impl Into<Vec<u8>>) -> Self {
-        Diagnostic { path: path.to_vec(), message: message.into() }
+        Diagnostic { path: path.to_vec(), message: message.into(), exhausted: None }
+    }
+
+    fn os(path: &[u8], failure: &OsFailure) -> Self {
+        let exhausted = guarded::exhausted(failure.errno).then_some(failure.errno);
+        Diagnostic { exhausted, ..Diagnostic::new(path, failure.message.as_str()) }
     }
 
     /// `f"{str(path)[:300]}: {str(error)[:300]}"`, undecodable bytes shown as U+FFFD.
@@ -147,7 +158,7 @@ struct Entry {
 /// A folder opened and listed by a worker, with its `SKILL.md` already read.
 struct Prepared {
     path: Vec<u8>,
-    listing: Result<Listing, String>,
+    listing: Result<Listing, OsFailure>,
 }
 
 struct Listing {
@@ -158,9 +169,9 @@ struct Listing {
     entries: Vec<Entry>,
     /// Entries whose type could not be looked up: their position in listing order (which decides
     /// whether nagents reports them before the entry limit trips), name and error.
-    unexamined: Vec<(usize, Vec<u8>, String)>,
+    unexamined: Vec<(usize, Vec<u8>, OsFailure)>,
     /// Listing failed after `entries`.
-    error: Option<String>,
+    error: Option<OsFailure>,
     skill: Option<Result<(Skill, ContentVersion), Diagnostic>>,
 }
 
@@ -300,7 +311,7 @@ fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
     };
     let fd = match opened {
         Ok(fd) => fd,
-        Err(message) => return Prepared { path, listing: Err(message) },
+        Err(failure) => return Prepared { path, listing: Err(failure) },
     };
     let mut listing = list(fd, &path, &mut buffers.listing);
     let names = &listing.names;
@@ -323,7 +334,7 @@ fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> Listing {
         let entry = match entry {
             Ok(entry) => entry,
             Err(errno) => {
-                error = Some(pystr::os_error_message(&errno.into(), path));
+                error = Some(OsFailure::new(errno, path));
                 break;
             }
         };
@@ -335,7 +346,7 @@ fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> Listing {
             FileType::Unknown => match rustix::fs::statat(fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(stat) => FileType::from_raw_mode(stat.st_mode),
                 Err(errno) => {
-                    unexamined.push((entries.len(), name.to_vec(), pystr::os_error_message(&errno.into(), name)));
+                    unexamined.push((entries.len(), name.to_vec(), OsFailure::new(errno, name)));
                     FileType::Unknown
                 }
             },
@@ -361,8 +372,16 @@ fn read_skill(
     path: &[u8],
     buffer: &mut Vec<u8>,
 ) -> Result<(Skill, ContentVersion), Diagnostic> {
-    let content =
-        guarded::read_skill_file_into(folder, buffer).map_err(|error| Diagnostic::new(path, error.message()))?;
+    let content = guarded::read_skill_file_into(folder, buffer).map_err(|error| {
+        let exhausted = match &error {
+            guarded::ReadError::Os(error) => error.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+            _ => None,
+        };
+        Diagnostic {
+            exhausted: exhausted.filter(|&errno| guarded::exhausted(errno)),
+            ..Diagnostic::new(path, error.message())
+        }
+    })?;
     let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
     let folder_name = String::from_utf8_lossy(last_component(folder_path));
     let location = String::from_utf8_lossy(path);
@@ -394,6 +413,13 @@ struct Walk<'q> {
 
 impl Walk<'_> {
     fn diagnose(&mut self, diagnostic: Diagnostic) {
+        if let Some(errno) = diagnostic.exhausted {
+            // Nothing more can be learned: stop, and say where.
+            self.remaining = 0;
+            let path = String::from_utf8_lossy(&diagnostic.path).into_owned();
+            self.outcome.exhausted.get_or_insert_with(|| (path, errno.into()));
+            return;
+        }
         if self.outcome.diagnostics.len() < MAX_DIAGNOSTICS {
             self.outcome.diagnostics.push(diagnostic.render());
         }
@@ -428,7 +454,7 @@ impl Walk<'_> {
         }
         let mut listing = match listing {
             Ok(listing) => listing,
-            Err(message) => return self.diagnose(Diagnostic::new(&path, message)),
+            Err(failure) => return self.diagnose(Diagnostic::os(&path, &failure)),
         };
         if !self.count(&path, &listing) {
             return;
@@ -476,19 +502,19 @@ impl Walk<'_> {
     /// as nagents does while it lists. A folder that does not fit yields nothing (never an
     /// arbitrary subset) and ends the walk; a folder that could not be listed counts nothing.
     fn count(&mut self, path: &[u8], listing: &Listing) -> bool {
-        for (position, name, message) in &listing.unexamined {
+        for (position, name, failure) in &listing.unexamined {
             if *position >= self.remaining {
                 break;
             }
-            self.diagnose(Diagnostic::new(&join(path, name), message.as_str()));
+            self.diagnose(Diagnostic::os(&join(path, name), failure));
         }
         if listing.entries.len() > self.remaining {
             self.diagnose(Diagnostic::new(path, ENTRY_LIMIT));
             self.remaining = 0;
             return false;
         }
-        if let Some(message) = &listing.error {
-            self.diagnose(Diagnostic::new(path, message.as_str()));
+        if let Some(failure) = &listing.error {
+            self.diagnose(Diagnostic::os(path, failure));
             return false;
         }
         self.remaining -= listing.entries.len();
