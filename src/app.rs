@@ -6,6 +6,7 @@ use tokio::sync::watch;
 
 use crate::auth::TokenStore;
 use crate::catalog::LiveCatalog;
+use crate::limits::StreamSlots;
 use crate::observability::Metrics;
 
 /// The application state: one per server, shared by every request as `Arc<App>`.
@@ -16,4 +17,6 @@ pub struct App {
     pub tokens: Option<TokenStore>,
     /// Flips to true when shutdown starts: readiness fails and event streams end.
     pub shutdown: watch::Receiver<bool>,
+    /// The event streams open, capped in all and per client.
+    pub streams: Arc<StreamSlots>,
 }

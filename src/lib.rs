@@ -9,6 +9,7 @@ pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod limits;
 pub mod observability;
 pub mod server;
 pub mod shutdown;

@@ -72,6 +72,10 @@ pub enum ApiError {
     ShuttingDown,
     #[error("the server is at capacity; retry shortly")]
     Overloaded,
+    #[error("every event stream slot is taken; retry shortly")]
+    TooManyStreams,
+    #[error("this client has as many event streams open as it may; close one first")]
+    TooManyStreamsForClient,
     #[error("the request took too long")]
     Timeout,
     #[error("this route requires an Authorization: Bearer token")]
@@ -104,6 +108,10 @@ impl ApiError {
             NotReady => (StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready"),
             ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting-down", "Shutting down"),
             Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded", "Overloaded"),
+            TooManyStreams => (StatusCode::SERVICE_UNAVAILABLE, "too-many-streams", "Too many event streams"),
+            TooManyStreamsForClient => {
+                (StatusCode::TOO_MANY_REQUESTS, "too-many-streams-for-client", "Too many event streams for this client")
+            }
             Timeout => (StatusCode::REQUEST_TIMEOUT, "timeout", "Request timeout"),
             MissingToken | InvalidToken => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
@@ -149,7 +157,12 @@ impl IntoResponse for ApiError {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         match self {
-            ApiError::NotReady | ApiError::Overloaded | ApiError::ShuttingDown | ApiError::CatalogUnavailable(_) => {
+            ApiError::NotReady
+            | ApiError::Overloaded
+            | ApiError::TooManyStreams
+            | ApiError::TooManyStreamsForClient
+            | ApiError::ShuttingDown
+            | ApiError::CatalogUnavailable(_) => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             // RFC 6750: the challenge, and why a presented token was refused.

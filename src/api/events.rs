@@ -1,11 +1,12 @@
 //! `/events`: Server-Sent Events, one per catalog version.
 
 use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Serialize;
@@ -14,9 +15,11 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::auth::Authenticated;
+use super::error::{ApiError, Problem};
 use crate::app::App;
 use crate::auth::{TokenDigest, Tokens};
 use crate::catalog::Snapshot;
+use crate::limits::{StreamRefusal, StreamSlot};
 use crate::observability::SseClient;
 
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -43,11 +46,21 @@ fn event(snapshot: &Snapshot) -> Event {
     responses(
         (status = 200, description = "`event: catalog` with `data: {\"etag\": ...}`, at connect and on every change",
             body = CatalogEvent, content_type = "text/event-stream"),
+        (status = 429, description = "This client has as many streams open as it may", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Every stream slot is taken", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn events(
     State(app): State<Arc<App>>,
     authenticated: Option<Extension<Authenticated>>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // The server records each connection's peer; without one (a router driven in-process) all
+    // streams count as one client's.
+    let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
+    let slot = app.streams.open(client).map_err(|refusal| match refusal {
+        StreamRefusal::Full => ApiError::TooManyStreams,
+        StreamRefusal::ClientFull => ApiError::TooManyStreamsForClient,
+    })?;
     let stream = EventStream {
         snapshots: app.catalog.subscribe(),
         shutdown: app.shutdown.clone(),
@@ -58,12 +71,13 @@ async fn events(
             .map(|(store, Extension(Authenticated(digest)))| (store.subscribe(), digest)),
         first: true,
         _client: app.metrics.sse_client(),
+        _slot: slot,
     };
     let stream = futures_util::stream::unfold(stream, |mut stream| async move {
         let event = stream.next().await?;
         Some((Ok(event), stream))
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
 }
 
 /// The state of one event stream.
@@ -75,6 +89,8 @@ struct EventStream {
     first: bool,
     /// Counts the stream as a connected client while it lives.
     _client: SseClient,
+    /// Holds the stream's place among the capped streams.
+    _slot: StreamSlot,
 }
 
 impl EventStream {

@@ -1,5 +1,7 @@
 //! `skillcat serve`: binds, serves the API over the live catalog, and shuts down gracefully.
 
+mod memory;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,17 +9,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
+use tower::ServiceExt as _;
 
 use crate::api::{self, Limits};
 use crate::app::App;
 use crate::auth::TokenStore;
 use crate::catalog::{LiveCatalog, LiveOptions};
 use crate::config::SourceConfig;
+use crate::limits::{ConnectionLimits, StreamSlots, raise_descriptor_limit};
 use crate::observability::Metrics;
 use crate::sources::Sources;
 
@@ -32,8 +37,13 @@ pub struct ServeOptions {
     pub token_file: Option<PathBuf>,
     /// How often the token file is re-read even without a change event.
     pub token_recheck: Duration,
-    /// How long a client may take to send a request's headers.
+    /// How long a client may take to send a request's headers (and how long a connection may
+    /// sit idle between requests).
     pub header_timeout: Duration,
+    /// The largest request head (request line and headers) read; 431 beyond.
+    pub max_header_bytes: usize,
+    /// The caps on connections and event streams; by default sized to the descriptor limit.
+    pub connections: Option<ConnectionLimits>,
     /// How long in-flight requests may take to finish once shutdown starts.
     pub shutdown_grace: Duration,
 }
@@ -48,22 +58,40 @@ impl ServeOptions {
             token_file: None,
             token_recheck: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
+            max_header_bytes: MAX_HEADER_BYTES,
+            connections: None,
             shutdown_grace: Duration::from_secs(8),
         }
     }
 }
+
+/// The default bound on a request head: every request of the API fits in a few hundred bytes,
+/// and a long bearer token in a few more.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// The longest pause between failed accepts (out of descriptors, say): they back off rather
+/// than spin.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A bound server, not yet serving. Binding is separate so callers learn the real port.
 pub struct Server {
     listener: TcpListener,
     app: Arc<App>,
     options: ServeOptions,
+    limits: ConnectionLimits,
     shutdown: watch::Sender<bool>,
 }
 
 impl Server {
     /// Reads the token file, builds the sources, starts the live catalog and binds the listener.
     pub async fn bind(options: ServeOptions) -> anyhow::Result<Self> {
+        let limits = options.connections.unwrap_or_else(|| ConnectionLimits::for_descriptors(raise_descriptor_limit()));
+        tracing::info!(
+            connections = limits.max_connections,
+            streams = limits.max_streams,
+            streams_per_client = limits.max_streams_per_client,
+            "connection limits"
+        );
         let (shutdown, stopping) = watch::channel(false);
         let tokens = match &options.token_file {
             Some(path) => Some(TokenStore::watch_file(path.clone(), options.token_recheck, stopping.clone())?),
@@ -74,8 +102,9 @@ impl Server {
             TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let metrics = Arc::new(Metrics::default());
         let catalog = LiveCatalog::start(sources, options.live.clone(), Arc::clone(&metrics), stopping.clone());
-        let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping });
-        Ok(Server { listener, app, options, shutdown })
+        let streams = StreamSlots::new(&limits);
+        let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping, streams });
+        Ok(Server { listener, app, options, limits, shutdown })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -88,36 +117,62 @@ impl Server {
 
     /// Serves until `signal` completes, then shuts down: readiness fails and event streams end at
     /// once, no new connection is accepted, and in-flight requests get `shutdown_grace` to finish.
+    ///
+    /// At most `max_connections` connections are open at once: at the cap, accepting pauses and
+    /// new connections wait in the listen backlog, so the descriptors in reserve stay free.
     pub async fn run(self, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
-        let Server { listener, app, options, shutdown } = self;
+        let Server { listener, app, options, limits, shutdown } = self;
         let router = api::router(Arc::clone(&app), &options.limits);
         let mut http = hyper::server::conn::http1::Builder::new();
-        http.timer(TokioTimer::new()).header_read_timeout(options.header_timeout).keep_alive(true);
+        http.timer(TokioTimer::new())
+            .header_read_timeout(options.header_timeout)
+            .max_header_size(options.max_header_bytes)
+            .keep_alive(true);
         let graceful = GracefulShutdown::new();
+        let slots = Arc::new(Semaphore::new(limits.max_connections));
+        tokio::spawn(memory::trim_after_bursts(Arc::clone(&slots), limits.max_connections, shutdown.subscribe()));
+        let mut backoff = Duration::ZERO;
         tracing::info!(address = %listener.local_addr()?, "serving");
         tokio::pin!(signal);
         loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(accepted) => accepted,
-                        Err(error) => {
-                            // Out of descriptors, or a connection reset before accept: keep serving.
-                            tracing::warn!(%error, "accept failed");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    };
-                    let service = TowerToHyperService::new(router.clone());
-                    let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
-                    tokio::spawn(async move {
-                        if let Err(error) = connection.await {
-                            tracing::debug!(%peer, %error, "connection ended with an error");
-                        }
-                    });
-                }
+            let accepted = tokio::select! {
+                accepted = async {
+                    let slot = Arc::clone(&slots).acquire_owned().await.expect("never closed");
+                    (listener.accept().await, slot)
+                } => accepted,
                 () = &mut signal => break,
-            }
+            };
+            let ((stream, peer), slot) = match accepted {
+                (Ok(accepted), slot) => (accepted, slot),
+                (Err(error), _) => {
+                    // Out of descriptors, or a connection reset before accept: keep serving, and
+                    // wait longer after each failure in a row.
+                    backoff = (backoff * 2).clamp(Duration::from_millis(5), MAX_ACCEPT_BACKOFF);
+                    if backoff < MAX_ACCEPT_BACKOFF {
+                        tracing::warn!(%error, ?backoff, "accept failed");
+                    } else {
+                        tracing::debug!(%error, ?backoff, "accept failed");
+                    }
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => continue,
+                        () = &mut signal => break,
+                    }
+                }
+            };
+            backoff = Duration::ZERO;
+            // Each request knows its peer (event streams are capped per client).
+            let service = router.clone().map_request(move |mut request: axum::extract::Request<_>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            });
+            let connection =
+                graceful.watch(http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service)));
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                }
+                drop(slot);
+            });
         }
         tracing::info!("shutting down");
         let _ = shutdown.send(true);

@@ -8,6 +8,7 @@ mod auth;
 mod cli;
 mod client;
 mod conformance;
+mod hostile;
 mod image;
 mod live;
 mod openapi;
