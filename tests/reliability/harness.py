@@ -9,6 +9,7 @@ import json
 import shutil
 import os
 import re
+import resource
 import secrets
 import signal
 import socket
@@ -50,6 +51,7 @@ class Server:
         rust_log: str = "info",
         env: dict | None = None,
         token: bool = True,
+        nofile: int | None = None,
     ) -> None:
         self.binary = binary
         self.extra_env = env or {}
@@ -58,6 +60,8 @@ class Server:
         self.rust_log = rust_log
         self.token = secrets.token_urlsafe(24) if token else None
         self.token_file = workdir / "tokens" if token else None
+        # The process's limit on open descriptors (soft and hard), when the test sets one.
+        self.nofile = nofile
         self.log_path = workdir / "server.log"
         self.process: subprocess.Popen | None = None
         self.host = "127.0.0.1"
@@ -77,7 +81,13 @@ class Server:
         env["RUST_LOG"] = self.rust_log
         env.update(self.extra_env)
         log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+        def limit_descriptors() -> None:
+            if self.nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, preexec_fn=limit_descriptors
+        )
         log.close()
         deadline = time.monotonic() + timeout
         while not self.port:
