@@ -24,6 +24,8 @@ const SETTLE: Duration = Duration::from_millis(50);
 pub enum TokenFileError {
     #[error("cannot read the token file {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    #[error("the token file {path} is a {kind}, not a regular file")]
+    NotRegular { path: PathBuf, kind: &'static str },
     #[error("the token file {path} is larger than {MAX_FILE_BYTES} bytes")]
     TooLarge { path: PathBuf },
     #[error("the token file {path} is not valid UTF-8")]
@@ -88,16 +90,7 @@ impl Tokens {
 
     /// Reads and parses the token file.
     pub fn read(path: &Path) -> Result<Self, TokenFileError> {
-        use std::io::Read as _;
-        let read_error = |source| TokenFileError::Read { path: path.to_path_buf(), source };
-        let file = std::fs::File::open(path).map_err(read_error)?;
-        let mut bytes = Vec::new();
-        file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(read_error)?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(TokenFileError::TooLarge { path: path.to_path_buf() });
-        }
-        let text = String::from_utf8(bytes).map_err(|_| TokenFileError::NotUtf8 { path: path.to_path_buf() })?;
-        Tokens::parse(&text, path)
+        Tokens::parse(&read_text(path)?, path)
     }
 
     pub fn len(&self) -> usize {
@@ -130,13 +123,67 @@ fn is_b64token(token: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~' | b'+' | b'/'))
 }
 
+/// The token file's text, read without ever blocking on what is not a regular file: it is opened
+/// `O_NONBLOCK` (a FIFO would otherwise wait for a writer for ever), checked with `fstat` and
+/// read up to a bound. Symlinks are followed: the file may be a link into a secrets volume.
+fn read_text(path: &Path) -> Result<String, TokenFileError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let read_error = |source| TokenFileError::Read { path: path.to_path_buf(), source };
+    let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path);
+    let file = match opened {
+        Ok(file) => file,
+        // What opening a socket answers.
+        Err(error) if error.raw_os_error() == Some(libc::ENXIO) => {
+            return Err(match std::fs::metadata(path) {
+                Ok(metadata) if !metadata.is_file() => {
+                    TokenFileError::NotRegular { path: path.to_path_buf(), kind: kind_of(metadata.file_type()) }
+                }
+                _ => read_error(error),
+            });
+        }
+        Err(error) => return Err(read_error(error)),
+    };
+    let metadata = file.metadata().map_err(read_error)?;
+    if !metadata.is_file() {
+        return Err(TokenFileError::NotRegular { path: path.to_path_buf(), kind: kind_of(metadata.file_type()) });
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(TokenFileError::TooLarge { path: path.to_path_buf() });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(read_error)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(TokenFileError::TooLarge { path: path.to_path_buf() });
+    }
+    String::from_utf8(bytes).map_err(|_| TokenFileError::NotUtf8 { path: path.to_path_buf() })
+}
+
+/// What a file that is not a regular file is, for the error.
+fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    if file_type.is_dir() {
+        "directory"
+    } else if file_type.is_fifo() {
+        "FIFO"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
+}
+
 /// The current tokens of a token file, re-read when the file changes.
 ///
 /// A change is noticed by watching the folder that holds the file (a Kubernetes Secret volume
 /// replaces the file by flipping a symlink in that folder; an editor may replace the file), and
 /// by a periodic re-read in case an event is missed. A file that reads and parses replaces the
 /// tokens, even with none (then every request is refused); a file that cannot be read or parsed
-/// (removed for a moment, half written) keeps the last tokens and is logged.
+/// (removed for a moment, half written, not a regular file) keeps the last tokens and is logged.
 #[derive(Clone)]
 pub struct TokenStore {
     tokens: watch::Receiver<Arc<Tokens>>,
@@ -154,7 +201,7 @@ pub struct TokenReloads {
     /// moment, no permission).
     pub unreadable: u64,
     /// Re-reads that kept the previous tokens because the file is no token file (a line that is
-    /// no token, not UTF-8, too large).
+    /// no token, not UTF-8, too large, not a regular file).
     pub invalid: u64,
 }
 
@@ -321,6 +368,40 @@ mod tests {
         let new = before.check(b"new").unwrap();
         assert!(!after.contains(&old));
         assert!(after.contains(&new));
+    }
+
+    #[test]
+    fn what_is_not_a_regular_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let socket = dir.path().join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        for (path, kind) in
+            [(fifo, "FIFO"), (link, "FIFO"), (socket, "socket"), (dir.path().to_path_buf(), "directory")]
+        {
+            // On a thread: reading a FIFO the ordinary way waits for a writer for ever.
+            let (sender, receiver) = std::sync::mpsc::channel();
+            let read = path.clone();
+            std::thread::spawn(move || sender.send(Tokens::read(&read)));
+            let result = receiver.recv_timeout(Duration::from_secs(5)).expect("an answer within 5 s");
+            assert!(
+                matches!(&result, Err(TokenFileError::NotRegular { kind: k, .. }) if *k == kind),
+                "{}: {result:?}",
+                path.display()
+            );
+            let message = result.unwrap_err().to_string();
+            assert!(message.ends_with(&format!("is a {kind}, not a regular file")), "{message}");
+        }
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! request without a valid token (the event stream and the metrics included), tokens rotate by
 //! editing the file (also the way Kubernetes updates a Secret volume), revoked tokens end open
 //! event streams, bad token files stop the server from starting, and no token ever reaches a log.
+//! A FIFO at the token path neither hangs the server nor keeps revoked tokens valid.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::Value;
@@ -43,6 +45,18 @@ fn replace(path: &Path, text: &str) {
 async fn serve(skills: &Path, tokens: &Path) -> TestApp {
     let tokens = tokens.to_path_buf();
     TestApp::spawn_with(vec![SourceConfig::directory(skills)], move |options| options.token_file = Some(tokens)).await
+}
+
+fn mkfifo(path: &Path) {
+    use rustix::fs::{FileType, Mode};
+    rustix::fs::mknodat(rustix::fs::CWD, path, FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("mkfifo");
+}
+
+/// Puts a FIFO where the token file was, in one rename.
+fn swap_for_fifo(path: &Path) {
+    let fifo = path.with_extension("fifo");
+    mkfifo(&fifo);
+    std::fs::rename(&fifo, path).expect("rename");
 }
 
 async fn send(app: &TestApp, method: Method, path: &str, authorization: Option<&str>) -> reqwest::Response {
@@ -235,6 +249,47 @@ async fn a_kubernetes_secret_volume_update_rotates_the_tokens() {
 }
 
 #[tokio::test]
+async fn a_fifo_at_the_token_path_keeps_the_tokens_without_hanging_the_reloads_or_the_shutdown() {
+    // The server runs as a process: a reload stuck on the FIFO would otherwise keep this test's
+    // runtime from ever finishing.
+    const REFUSED: &str = "is a FIFO, not a regular file";
+    let dir = skills();
+    let (_tokens, path) = token_file("keep\nrevoke-me\n");
+    let skills_dir = dir.path().to_str().unwrap();
+    let server = ServeProcess::start(
+        &["serve", "--listen", "127.0.0.1:0", "--no-builtin", "--dir", skills_dir],
+        &[("SKILLCAT_TOKEN_FILE", path.to_str().unwrap())],
+        "info",
+    );
+    server.ready().await;
+    let client = reqwest::Client::new();
+    let status = |token: &'static str| {
+        let request = client.get(server.url("/skills")).bearer_auth(token);
+        async move { request.send().await.expect("request").status().as_u16() }
+    };
+    let refusals = || server.log().matches(REFUSED).count();
+
+    swap_for_fifo(&path);
+    eventually("the FIFO is refused", || async { refusals() >= 1 }).await;
+    assert_eq!(status("keep").await, 200);
+    assert_eq!(status("revoke-me").await, 200);
+    // The reloads go on: a revocation is seen.
+    replace(&path, "keep\n");
+    eventually("the revoked token is refused", || async { status("revoke-me").await == 401 }).await;
+    assert_eq!(status("keep").await, 200);
+
+    // A FIFO again, and SIGTERM: the server exits within the 10 s it promises.
+    swap_for_fifo(&path);
+    eventually("the FIFO is refused again", || async { refusals() >= 2 }).await;
+    assert_eq!(status("keep").await, 200);
+    let signalled = Instant::now();
+    let (exit, log) = server.terminate();
+    let took = signalled.elapsed();
+    assert!(exit.success(), "{exit}: {log}");
+    assert!(took < Duration::from_secs(10), "exit {took:?} after SIGTERM");
+}
+
+#[tokio::test]
 async fn the_client_authenticates_with_its_token() {
     let dir = skills();
     let (_tokens, path) = token_file("client-token\n");
@@ -260,29 +315,55 @@ async fn the_client_authenticates_with_its_token() {
     app.shutdown().await.unwrap();
 }
 
+/// Runs `skillcat serve` on a token file that must stop it; returns its exit code and stderr.
+/// A server that does not exit within 10 s is killed and fails the test.
+fn serve_refused(token_file: &Path) -> (Option<i32>, String) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_skillcat"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-builtin", "--token-file"])
+        .arg(token_file)
+        .env_remove("SKILLCAT_TOKEN_FILE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run skillcat");
+    let pid = rustix::process::Pid::from_child(&child);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(child.wait_with_output()));
+    match receiver.recv_timeout(Duration::from_secs(10)) {
+        Ok(output) => {
+            let output = output.expect("wait");
+            (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+        Err(_) => {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            panic!("skillcat serve --token-file {} neither served nor exited in 10 s", token_file.display());
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_token_file_that_cannot_be_used_stops_the_server_from_starting() {
     let dir = skills();
     let missing = dir.path().join("no-such-file");
     let (_empty, empty) = token_file("# nothing yet\n\n");
+    let (_blank, blank) = token_file("");
     let (_bad, bad) = token_file("good-token\nsecret with spaces\n");
     let (_binary, binary) = token_file("");
     std::fs::write(&binary, b"tok\xffen\n").unwrap();
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
     for (path, expected) in [
         (&missing, "cannot read the token file"),
         (&empty, "holds no token"),
+        (&blank, "holds no token"),
         (&bad, "line 2 of the token file"),
         (&binary, "not valid UTF-8"),
-        (&dir.path().to_path_buf(), "cannot read the token file"),
+        (&dir.path().to_path_buf(), "is a directory, not a regular file"),
+        (&fifo, "is a FIFO, not a regular file"),
     ] {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_skillcat"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--no-builtin", "--token-file"])
-            .arg(path)
-            .env_remove("SKILLCAT_TOKEN_FILE")
-            .output()
-            .expect("run skillcat");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(1), "{}: {stderr}", path.display());
+        let (code, stderr) = serve_refused(path);
+        assert_eq!(code, Some(1), "{}: {stderr}", path.display());
         assert!(stderr.contains(expected), "{}: {stderr}", path.display());
         assert!(!stderr.contains("secret") && !stderr.contains("good-token"), "{stderr}");
     }
