@@ -12,12 +12,26 @@ use std::time::Duration;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
 
 /// The largest token file read: far more than any real list of tokens.
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
-/// How long to wait after a change to the file for the rest of its burst (an editor's save).
+/// How long the file must be left alone after a change before it is read: the rest of an
+/// editor's save, or the write that follows a `> tokens` redirection's truncation.
 const SETTLE: Duration = Duration::from_millis(50);
+
+/// The longest a burst of changes can put a re-read off.
+const SETTLE_AT_MOST: Duration = Duration::from_secs(1);
+
+/// How many reads, [`SETTLE`] apart, may disagree before a changed file is left for later: new
+/// tokens are taken only once two reads in a row agree, so that a file caught half written
+/// (by a periodic re-read, say) never replaces the tokens.
+const AGREEING_READS_WITHIN: usize = 10;
+
+/// How soon a file that is empty or still changing is read again; the wait doubles up to the
+/// recheck interval.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
 
 /// Why the token file could not be used. Messages name the file and the line, never a token.
 #[derive(Debug, thiserror::Error)]
@@ -37,7 +51,6 @@ pub enum TokenFileError {
     #[error("the token file {path} holds no token")]
     Empty { path: PathBuf },
 }
-
 /// The digest a token is kept and compared as.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct TokenDigest([u8; 32]);
@@ -177,13 +190,40 @@ fn kind_of(file_type: std::fs::FileType) -> &'static str {
     }
 }
 
+/// What one read of the token file found, during reloads.
+#[derive(Debug)]
+enum Reading {
+    Tokens(Tokens),
+    /// Nothing but whitespace: a file being written (`> tokens` truncates it, then the command
+    /// writes it, maybe much later). Unlike a file of comments, it says nothing yet.
+    Blank,
+    /// Reads kept finding different tokens: a write still in progress.
+    Unsettled,
+    Failed(TokenFileError),
+}
+
+impl Reading {
+    fn of(path: &Path) -> Reading {
+        match read_text(path) {
+            Ok(text) if text.trim().is_empty() => Reading::Blank,
+            Ok(text) => match Tokens::parse(&text, path) {
+                Ok(tokens) => Reading::Tokens(tokens),
+                Err(error) => Reading::Failed(error),
+            },
+            Err(error) => Reading::Failed(error),
+        }
+    }
+}
+
 /// The current tokens of a token file, re-read when the file changes.
 ///
 /// A change is noticed by watching the folder that holds the file (a Kubernetes Secret volume
 /// replaces the file by flipping a symlink in that folder; an editor may replace the file), and
-/// by a periodic re-read in case an event is missed. A file that reads and parses replaces the
-/// tokens, even with none (then every request is refused); a file that cannot be read or parsed
-/// (removed for a moment, half written, not a regular file) keeps the last tokens and is logged.
+/// by a periodic re-read in case an event is missed. Once the file has been left alone for a
+/// moment, a file that reads and parses replaces the tokens, even with none (a file of comments:
+/// then every request is refused); an empty file is taken for one being written and keeps the
+/// last tokens until it has content; a file that cannot be read or parsed (removed for a moment,
+/// half written, not a regular file) keeps the last tokens and is logged.
 #[derive(Clone)]
 pub struct TokenStore {
     tokens: watch::Receiver<Arc<Tokens>>,
@@ -203,6 +243,16 @@ pub struct TokenReloads {
     /// Re-reads that kept the previous tokens because the file is no token file (a line that is
     /// no token, not UTF-8, too large, not a regular file).
     pub invalid: u64,
+    /// Re-reads that kept the previous tokens because the file was empty or kept changing: a
+    /// write in progress. The file is read again shortly, change or not.
+    pub transient: u64,
+}
+
+impl TokenReloads {
+    /// Every re-read, whatever came of it.
+    pub fn total(&self) -> u64 {
+        self.read + self.unreadable + self.invalid + self.transient
+    }
 }
 
 #[derive(Debug, Default)]
@@ -210,6 +260,7 @@ struct ReloadCounts {
     read: AtomicU64,
     unreadable: AtomicU64,
     invalid: AtomicU64,
+    transient: AtomicU64,
 }
 
 impl TokenStore {
@@ -220,6 +271,10 @@ impl TokenStore {
         recheck: Duration,
         shutdown: watch::Receiver<bool>,
     ) -> Result<TokenStore, TokenFileError> {
+        let changed = Arc::new(Notify::new());
+        // Watching starts before the first read, so that no change after that read goes unseen.
+        let mut folders = FolderWatch::new(Arc::clone(&changed));
+        folders.update(folders_to_watch(&path));
         let tokens = Tokens::read(&path)?;
         if tokens.is_empty() {
             return Err(TokenFileError::Empty { path });
@@ -227,7 +282,8 @@ impl TokenStore {
         tracing::info!(path = %path.display(), tokens = tokens.len(), "bearer tokens required");
         let (sender, receiver) = watch::channel(Arc::new(tokens));
         let reloads = Arc::new(ReloadCounts::default());
-        tokio::spawn(reload(path, recheck, sender, Arc::clone(&reloads), shutdown));
+        let reloader = Reloader { path, recheck, sender, counts: Arc::clone(&reloads), changed, folders };
+        tokio::spawn(reloader.run(shutdown));
         Ok(TokenStore { tokens: receiver, reloads })
     }
 
@@ -247,6 +303,7 @@ impl TokenStore {
             read: self.reloads.read.load(Ordering::Acquire),
             unreadable: self.reloads.unreadable.load(Ordering::Acquire),
             invalid: self.reloads.invalid.load(Ordering::Acquire),
+            transient: self.reloads.transient.load(Ordering::Acquire),
         }
     }
 }
@@ -257,72 +314,205 @@ impl std::fmt::Debug for TokenStore {
     }
 }
 
-async fn reload(
+/// The task that re-reads the token file.
+struct Reloader {
     path: PathBuf,
     recheck: Duration,
     sender: watch::Sender<Arc<Tokens>>,
     counts: Arc<ReloadCounts>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let changed = Arc::new(Notify::new());
-    // Kept alive for as long as the reloads run.
-    let _watcher = watch_folder(&path, Arc::clone(&changed));
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + recheck, recheck);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = changed.notified() => tokio::time::sleep(SETTLE).await,
-            _ = ticker.tick() => {}
-            () = crate::shutdown::stopped(&mut shutdown) => return,
+    /// Signalled on every change in a watched folder.
+    changed: Arc<Notify>,
+    folders: FolderWatch,
+}
+
+impl Reloader {
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let mut ticker = tokio::time::interval_at(Instant::now() + self.recheck, self.recheck);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // While the file is empty or changing: when to read it again, and the wait that led there.
+        let mut retry: Option<(Instant, Duration)> = None;
+        loop {
+            let retry_at = retry.map(|(at, _)| at);
+            tokio::select! {
+                () = self.changed.notified() => settle(&self.changed).await,
+                _ = ticker.tick() => {}
+                () = sleep_until(retry_at), if retry_at.is_some() => {}
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+            }
+            // `None`: the runtime is shutting down.
+            let Some(reading) = self.read_settled().await else { return };
+            retry = match reading {
+                Reading::Blank | Reading::Unsettled => Some(self.keep_for_now(&reading, retry.map(|(_, wait)| wait))),
+                reading => {
+                    self.apply(reading);
+                    None
+                }
+            };
         }
-        let read_path = path.clone();
-        let read = tokio::task::spawn_blocking(move || Tokens::read(&read_path)).await;
-        match read {
-            Ok(Ok(tokens)) => {
-                sender.send_if_modified(|current| {
+    }
+
+    /// Reads the file until two reads in a row agree, unless the first finds what is in effect
+    /// already or nothing to take.
+    async fn read_settled(&mut self) -> Option<Reading> {
+        let current = Arc::clone(&self.sender.borrow());
+        let mut previous: Option<Tokens> = None;
+        for _ in 0..AGREEING_READS_WITHIN {
+            match self.read_once().await? {
+                Reading::Tokens(tokens) if tokens != *current && previous.as_ref() != Some(&tokens) => {
+                    previous = Some(tokens);
+                    tokio::time::sleep(SETTLE).await;
+                }
+                reading => return Some(reading),
+            }
+        }
+        Some(Reading::Unsettled)
+    }
+
+    /// One read, and the folder to watch.
+    async fn read_once(&mut self) -> Option<Reading> {
+        let path = self.path.clone();
+        let (reading, folders) =
+            tokio::task::spawn_blocking(move || (Reading::of(&path), folders_to_watch(&path))).await.ok()?;
+        if self.folders.update(folders) {
+            // A folder watched anew: what changed there before the watch began is only seen by
+            // reading once more.
+            self.changed.notify_one();
+        }
+        Some(reading)
+    }
+
+    /// Keeps the tokens through an empty or changing file; returns when to read it next.
+    fn keep_for_now(&self, reading: &Reading, last_wait: Option<Duration>) -> (Instant, Duration) {
+        let longest = self.recheck.max(RETRY_FIRST);
+        let wait = last_wait.map_or(RETRY_FIRST, |wait| (wait * 2).min(longest));
+        let path = self.path.display();
+        if wait == longest && last_wait.is_some_and(|last| last < longest) {
+            tracing::warn!(%path, "the token file has been empty or changing for a while; keeping the previous bearer tokens (a file of comments only refuses every request)");
+        } else if last_wait.is_none() {
+            let state = if matches!(reading, Reading::Blank) { "empty" } else { "still changing" };
+            tracing::debug!(%path, state, "the token file is being written; keeping the previous bearer tokens");
+        }
+        self.counts.transient.fetch_add(1, Ordering::Release);
+        (Instant::now() + wait, wait)
+    }
+
+    fn apply(&self, reading: Reading) {
+        let path = self.path.display();
+        match reading {
+            Reading::Tokens(tokens) => {
+                self.sender.send_if_modified(|current| {
                     if **current == tokens {
                         return false;
                     }
                     if tokens.is_empty() {
-                        tracing::warn!(path = %path.display(), "the token file holds no token; every request is refused");
+                        tracing::warn!(%path, "the token file holds no token; every request is refused");
                     } else {
-                        tracing::info!(path = %path.display(), tokens = tokens.len(), "bearer tokens reloaded");
+                        tracing::info!(%path, tokens = tokens.len(), "bearer tokens reloaded");
                     }
                     *current = Arc::new(tokens);
                     true
                 });
-                counts.read.fetch_add(1, Ordering::Release);
+                self.counts.read.fetch_add(1, Ordering::Release);
             }
-            Ok(Err(error)) => {
+            Reading::Failed(error) => {
                 tracing::warn!(%error, "keeping the previous bearer tokens");
                 let count = match error {
-                    TokenFileError::Read { .. } => &counts.unreadable,
-                    _ => &counts.invalid,
+                    TokenFileError::Read { .. } => &self.counts.unreadable,
+                    _ => &self.counts.invalid,
                 };
                 count.fetch_add(1, Ordering::Release);
             }
-            // The runtime is shutting down.
-            Err(_) => return,
+            Reading::Blank | Reading::Unsettled => unreachable!("kept for now, not applied"),
         }
     }
 }
 
-/// Watches the folder holding the token file; `None` (logged) if it cannot, leaving the
-/// periodic re-reads.
-fn watch_folder(path: &Path, changed: Arc<Notify>) -> Option<RecommendedWatcher> {
-    let folder = path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let handler = move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if event.kind.is_access() => {}
-        _ => changed.notify_one(),
-    };
-    let watched = RecommendedWatcher::new(handler, notify::Config::default())
-        .and_then(|mut watcher| watcher.watch(folder, RecursiveMode::NonRecursive).map(|()| watcher));
-    match watched {
-        Ok(watcher) => Some(watcher),
-        Err(error) => {
-            tracing::warn!(folder = %folder.display(), %error, "cannot watch the token file's folder; re-reading it periodically");
-            None
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits until the watched folders have been quiet for [`SETTLE`], at most [`SETTLE_AT_MOST`].
+async fn settle(changed: &Notify) {
+    let give_up = Instant::now() + SETTLE_AT_MOST;
+    loop {
+        tokio::select! {
+            () = changed.notified() => {}
+            () = tokio::time::sleep(SETTLE) => return,
+            () = tokio::time::sleep_until(give_up) => return,
         }
+    }
+}
+
+/// The folder whose changes can change what the token file's path reads.
+fn folders_to_watch(path: &Path) -> Vec<PathBuf> {
+    let folder = path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    vec![folder.to_path_buf()]
+}
+
+/// The watch on the folders [`folders_to_watch`] names; without a watcher (logged), only the
+/// periodic re-reads remain.
+struct FolderWatch {
+    watcher: Option<RecommendedWatcher>,
+    folders: Vec<PathBuf>,
+    /// Folders that could not be watched, so that each is logged once.
+    unwatchable: Vec<PathBuf>,
+}
+
+impl FolderWatch {
+    fn new(changed: Arc<Notify>) -> FolderWatch {
+        // Reads (the reloads' own among them) change nothing; a writer closing the file says its
+        // write is complete.
+        let handler = move |event: notify::Result<notify::Event>| match event {
+            Ok(event)
+                if event.kind.is_access()
+                    && event.kind
+                        != notify::EventKind::Access(notify::event::AccessKind::Close(
+                            notify::event::AccessMode::Write,
+                        )) => {}
+            _ => changed.notify_one(),
+        };
+        let watcher = RecommendedWatcher::new(handler, notify::Config::default())
+            .inspect_err(|error| {
+                tracing::warn!(%error, "cannot watch the token file's folder; re-reading it periodically");
+            })
+            .ok();
+        FolderWatch { watcher, folders: Vec::new(), unwatchable: Vec::new() }
+    }
+
+    /// Watches exactly `folders` from now on; whether one of them was not watched before.
+    fn update(&mut self, folders: Vec<PathBuf>) -> bool {
+        let Some(watcher) = &mut self.watcher else { return false };
+        for old in &self.folders {
+            if !folders.contains(old) {
+                // It may be gone already, and its watch with it.
+                let _ = watcher.unwatch(old);
+            }
+        }
+        let mut added = false;
+        let mut watched = Vec::with_capacity(folders.len());
+        let mut unwatchable = Vec::new();
+        for folder in folders {
+            // Watching again costs little, and renews a watch the kernel dropped when the folder
+            // was replaced by another of the same name.
+            match watcher.watch(&folder, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    added |= !self.folders.contains(&folder);
+                    watched.push(folder);
+                }
+                Err(error) => {
+                    if !self.unwatchable.contains(&folder) {
+                        tracing::warn!(folder = %folder.display(), %error, "cannot watch a folder of the token file; re-reading it periodically");
+                    }
+                    unwatchable.push(folder);
+                }
+            }
+        }
+        self.folders = watched;
+        self.unwatchable = unwatchable;
+        added
     }
 }
 
@@ -368,6 +558,19 @@ mod tests {
         let new = before.check(b"new").unwrap();
         assert!(!after.contains(&old));
         assert!(after.contains(&new));
+    }
+
+    #[test]
+    fn an_empty_file_is_blank_but_a_file_of_comments_holds_no_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens");
+        for (text, blank) in [("", true), ("\n  \n", true), ("# all revoked\n", false), ("t0ken\n", false)] {
+            std::fs::write(&path, text).unwrap();
+            let reading = Reading::of(&path);
+            assert_eq!(matches!(reading, Reading::Blank), blank, "{text:?}: {reading:?}");
+        }
+        std::fs::write(&path, "# all revoked\n").unwrap();
+        assert!(matches!(Reading::of(&path), Reading::Tokens(tokens) if tokens.is_empty()));
     }
 
     #[test]

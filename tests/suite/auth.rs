@@ -2,9 +2,11 @@
 //! request without a valid token (the event stream and the metrics included), tokens rotate by
 //! editing the file (also the way Kubernetes updates a Secret volume), revoked tokens end open
 //! event streams, bad token files stop the server from starting, and no token ever reaches a log.
-//! A FIFO at the token path neither hangs the server nor keeps revoked tokens valid.
+//! The file holds up to hostile handling: rewritten in place, or swapped for a FIFO.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest::Method;
@@ -45,6 +47,17 @@ fn replace(path: &Path, text: &str) {
 async fn serve(skills: &Path, tokens: &Path) -> TestApp {
     let tokens = tokens.to_path_buf();
     TestApp::spawn_with(vec![SourceConfig::directory(skills)], move |options| options.token_file = Some(tokens)).await
+}
+
+/// A server whose periodic re-read of the token file never comes during a test: only what the
+/// watch sees (and the re-reads it schedules itself) changes the tokens.
+async fn serve_without_recheck(skills: &Path, tokens: &Path) -> TestApp {
+    let tokens = tokens.to_path_buf();
+    TestApp::spawn_with(vec![SourceConfig::directory(skills)], move |options| {
+        options.token_file = Some(tokens);
+        options.token_recheck = Duration::from_secs(3600);
+    })
+    .await
 }
 
 fn mkfifo(path: &Path) {
@@ -245,6 +258,87 @@ async fn a_kubernetes_secret_volume_update_rotates_the_tokens() {
     publish("02", "second\n");
     eventually_status(&app, "second", 200).await;
     assert_eq!(status(&app, "/skills", "first").await, 401);
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewriting_the_file_in_place_with_the_same_tokens_refuses_nobody_and_ends_no_stream() {
+    const TOKENS: &str = "keep\nother.token\n";
+    const ROUNDS: usize = 20;
+    let dir = skills();
+    let (_tokens, path) = token_file(TOKENS);
+    let app = serve_without_recheck(dir.path(), &path).await;
+    let mut stream = Events::of(send(&app, Method::GET, "/events", Some("Bearer keep")).await);
+    let first = stream.next(DEADLINE).await.expect("the first event");
+
+    // A client asks with a valid token all along.
+    let stop = Arc::new(AtomicBool::new(false));
+    let asking = tokio::spawn({
+        let (client, url, stop) = (app.client.clone(), app.url("/skills"), Arc::clone(&stop));
+        async move {
+            let mut statuses = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                statuses.push(client.get(&url).bearer_auth("keep").send().await.expect("request").status().as_u16());
+            }
+            statuses
+        }
+    });
+
+    for round in 0..ROUNDS {
+        // `vault ... > tokens`: the shell truncates the file, the command writes it once it has
+        // the secret. Here the file stays empty until the server has read it so.
+        let before = app.token_reloads();
+        let mut file = std::fs::File::create(&path).expect("truncate");
+        eventually("a re-read of the emptied file", || async { app.token_reloads().total() > before.total() }).await;
+        assert_eq!(status(&app, "/skills", "keep").await, 200, "round {round}: a valid token refused");
+        let before = app.token_reloads();
+        std::io::Write::write_all(&mut file, TOKENS.as_bytes()).expect("write");
+        drop(file);
+        eventually("a re-read of the written file", || async { app.token_reloads().read > before.read }).await;
+        // And when the command is quick: truncated and written at once, again and again.
+        for _ in 0..5 {
+            std::fs::write(&path, TOKENS).expect("write");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let statuses = asking.await.expect("the asking client");
+    let refused = statuses.iter().filter(|&&status| status != 200).count();
+    assert!(statuses.len() >= ROUNDS, "only {} requests", statuses.len());
+    assert_eq!(refused, 0, "{refused} of {} requests with a valid token refused", statuses.len());
+    assert!(app.token_reloads().transient > 0, "the server never read the emptied file");
+
+    // The stream is still open: it carries the next change.
+    write_skill(&dir.path().join("beta"), "---\nname: beta\ndescription: Added after the rewrites\n---\n");
+    let next = stream.next(DEADLINE).await.expect("the stream carries the next change");
+    assert_ne!(next["etag"], first["etag"]);
+
+    // A file of comments, written in place, still refuses everyone.
+    std::fs::write(&path, "# every token revoked\n").expect("write");
+    eventually_status(&app, "keep", 401).await;
+    assert!(stream.ends_within(DEADLINE).await, "the stream of a revoked token stays open");
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_emptied_token_file_keeps_the_tokens_and_is_read_again_until_it_is_written() {
+    let dir = skills();
+    let (_tokens, path) = token_file("keep\n");
+    // Another name for the same file, in a folder nobody watches: a write through it is seen
+    // only by reading the file.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let alias = elsewhere.path().join("tokens");
+    std::fs::hard_link(&path, &alias).expect("hard link");
+    let app = serve_without_recheck(dir.path(), &path).await;
+
+    let before = app.token_reloads();
+    std::fs::File::create(&path).expect("truncate");
+    // Nothing changes after the truncation and the periodic re-read is an hour away: these
+    // re-reads are the ones the server schedules itself while the file is empty.
+    eventually("three re-reads of the empty file", || async { app.token_reloads().transient >= before.transient + 3 })
+        .await;
+    assert_eq!(status(&app, "/skills", "keep").await, 200);
+    std::fs::write(&alias, "keep\nnew\n").expect("write");
+    eventually_status(&app, "new", 200).await;
     app.shutdown().await.unwrap();
 }
 
