@@ -33,6 +33,10 @@ const AGREEING_READS_WITHIN: usize = 10;
 /// recheck interval.
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 
+/// The symlinks followed from the token file's path when choosing the folders to watch (the
+/// kernel's own limit).
+const MAX_LINKS: usize = 40;
+
 /// Why the token file could not be used. Messages name the file and the line, never a token.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenFileError {
@@ -217,9 +221,10 @@ impl Reading {
 
 /// The current tokens of a token file, re-read when the file changes.
 ///
-/// A change is noticed by watching the folder that holds the file (a Kubernetes Secret volume
-/// replaces the file by flipping a symlink in that folder; an editor may replace the file), and
-/// by a periodic re-read in case an event is missed. Once the file has been left alone for a
+/// A change is noticed by watching the folder that holds the file and, when the file is reached
+/// through symlinks, the folder of each link and of the file they lead to (a Kubernetes Secret
+/// volume replaces the file by flipping a symlink; `tokens -> /run/secrets/x` sees `x` replaced),
+/// and by a periodic re-read in case an event is missed. Once the file has been left alone for a
 /// moment, a file that reads and parses replaces the tokens, even with none (a file of comments:
 /// then every request is refused); an empty file is taken for one being written and keeps the
 /// last tokens until it has content; a file that cannot be read or parsed (removed for a moment,
@@ -368,14 +373,14 @@ impl Reloader {
         Some(Reading::Unsettled)
     }
 
-    /// One read, and the folder to watch.
+    /// One read, and the folders to watch as the symlinks lead now.
     async fn read_once(&mut self) -> Option<Reading> {
         let path = self.path.clone();
         let (reading, folders) =
             tokio::task::spawn_blocking(move || (Reading::of(&path), folders_to_watch(&path))).await.ok()?;
         if self.folders.update(folders) {
-            // A folder watched anew: what changed there before the watch began is only seen by
-            // reading once more.
+            // The symlinks lead somewhere new: what changed there before the watch began is only
+            // seen by reading once more.
             self.changed.notify_one();
         }
         Some(reading)
@@ -446,10 +451,26 @@ async fn settle(changed: &Notify) {
     }
 }
 
-/// The folder whose changes can change what the token file's path reads.
+/// The folders whose changes can change what the token file's path reads: the folder of the path,
+/// and of each symlink it leads through to the file (each as the real folder, so a link to a
+/// folder is watched where it points). Folders that do not exist (now) are left out.
 fn folders_to_watch(path: &Path) -> Vec<PathBuf> {
-    let folder = path.parent().filter(|folder| !folder.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    vec![folder.to_path_buf()]
+    let mut folders = Vec::new();
+    let mut current = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    for _ in 0..=MAX_LINKS {
+        let folder = current.parent().unwrap_or(Path::new("/")).to_path_buf();
+        if let Ok(real) = std::fs::canonicalize(&folder)
+            && !folders.contains(&real)
+        {
+            folders.push(real);
+        }
+        match std::fs::read_link(&current) {
+            // A relative target is relative to the link's folder; an absolute one replaces it.
+            Ok(target) => current = folder.join(target),
+            Err(_) => break,
+        }
+    }
+    folders
 }
 
 /// The watch on the folders [`folders_to_watch`] names; without a watcher (logged), only the
@@ -605,6 +626,33 @@ mod tests {
             let message = result.unwrap_err().to_string();
             assert!(message.ends_with(&format!("is a {kind}, not a regular file")), "{message}");
         }
+    }
+
+    #[test]
+    fn the_folders_watched_follow_the_symlinks_to_the_file() {
+        let base = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(base.path()).unwrap();
+        let [config, links, secrets, data] =
+            ["config", "links", "secrets", "secrets/..2026_01"].map(|name| base.join(name));
+        for folder in [&config, &links, &secrets, &data] {
+            std::fs::create_dir(folder).unwrap();
+        }
+        std::fs::write(data.join("tokens"), "t0ken\n").unwrap();
+        // config/tokens -> ../links/tokens -> <secrets>/tokens -> ..data/tokens, ..data -> ..2026_01
+        std::os::unix::fs::symlink("..2026_01", secrets.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/tokens", secrets.join("tokens")).unwrap();
+        std::os::unix::fs::symlink(secrets.join("tokens"), links.join("tokens")).unwrap();
+        std::os::unix::fs::symlink("../links/tokens", config.join("tokens")).unwrap();
+        assert_eq!(folders_to_watch(&config.join("tokens")), [config.as_path(), &links, &secrets, &data]);
+        // A plain file: its folder only. A missing one: its folder, to see it come back.
+        assert_eq!(folders_to_watch(&data.join("tokens")), [data.as_path()]);
+        assert_eq!(folders_to_watch(&config.join("missing")), [config.as_path()]);
+        // A dangling link: the folders as far as they exist.
+        std::os::unix::fs::symlink("../nowhere/tokens", config.join("dangling")).unwrap();
+        assert_eq!(folders_to_watch(&config.join("dangling")), [config.as_path()]);
+        // A loop ends.
+        std::os::unix::fs::symlink("loop", config.join("loop")).unwrap();
+        assert_eq!(folders_to_watch(&config.join("loop")), [config.as_path()]);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! request without a valid token (the event stream and the metrics included), tokens rotate by
 //! editing the file (also the way Kubernetes updates a Secret volume), revoked tokens end open
 //! event streams, bad token files stop the server from starting, and no token ever reaches a log.
-//! The file holds up to hostile handling: rewritten in place, or swapped for a FIFO.
+//! The file holds up to hostile handling: rewritten in place, swapped for a FIFO, or reached
+//! through a symlink whose target changes.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -381,6 +382,41 @@ async fn a_fifo_at_the_token_path_keeps_the_tokens_without_hanging_the_reloads_o
     let took = signalled.elapsed();
     assert!(exit.success(), "{exit}: {log}");
     assert!(took < Duration::from_secs(10), "exit {took:?} after SIGTERM");
+}
+
+#[tokio::test]
+async fn a_token_file_behind_a_symlink_sees_its_target_replaced() {
+    let dir = skills();
+    let base = tempfile::tempdir().expect("tempdir");
+    let [config, secrets, moved] = ["config", "secrets", "moved"].map(|name| base.path().join(name));
+    for folder in [&config, &secrets, &moved] {
+        std::fs::create_dir(folder).expect("mkdir");
+    }
+    let target = secrets.join("tokens");
+    std::fs::write(&target, "first\nsecond\n").expect("write");
+    let link = config.join("tokens");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    // Only the watch can show a change in time: the periodic re-read is an hour away.
+    let app = serve_without_recheck(dir.path(), &link).await;
+    assert_eq!(status(&app, "/skills", "first").await, 200);
+
+    // The target replaced where it lives, then written in place.
+    replace(&target, "second\n");
+    eventually_status(&app, "first", 401).await;
+    std::fs::write(&target, "second\nthird\n").expect("write");
+    eventually_status(&app, "third", 200).await;
+
+    // The link flipped to a file elsewhere (relative this time); that folder is watched from then on.
+    std::fs::write(moved.join("x"), "fourth\n").expect("write");
+    let next_link = config.join("tokens.next");
+    std::os::unix::fs::symlink("../moved/x", &next_link).expect("symlink");
+    std::fs::rename(&next_link, &link).expect("flip");
+    eventually_status(&app, "fourth", 200).await;
+    assert_eq!(status(&app, "/skills", "third").await, 401);
+    replace(&moved.join("x"), "fifth\n");
+    eventually_status(&app, "fifth", 200).await;
+    assert_eq!(status(&app, "/skills", "fourth").await, 401);
+    app.shutdown().await.unwrap();
 }
 
 #[tokio::test]
