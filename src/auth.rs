@@ -347,11 +347,15 @@ impl Reloader {
             // `None`: the runtime is shutting down.
             let Some(reading) = self.read_settled().await else { return };
             retry = match reading {
-                Reading::Blank | Reading::Unsettled => Some(self.keep_for_now(&reading, retry.map(|(_, wait)| wait))),
-                reading => {
-                    self.apply(reading);
+                Reading::Tokens(tokens) => {
+                    self.replace(tokens);
                     None
                 }
+                Reading::Failed(error) => {
+                    self.keep(error);
+                    None
+                }
+                Reading::Blank | Reading::Unsettled => Some(self.keep_for_now(&reading, retry.map(|(_, wait)| wait))),
             };
         }
     }
@@ -401,34 +405,32 @@ impl Reloader {
         (Instant::now() + wait, wait)
     }
 
-    fn apply(&self, reading: Reading) {
+    /// Puts the tokens read in effect (if they differ from those in effect).
+    fn replace(&self, tokens: Tokens) {
         let path = self.path.display();
-        match reading {
-            Reading::Tokens(tokens) => {
-                self.sender.send_if_modified(|current| {
-                    if **current == tokens {
-                        return false;
-                    }
-                    if tokens.is_empty() {
-                        tracing::warn!(%path, "the token file holds no token; every request is refused");
-                    } else {
-                        tracing::info!(%path, tokens = tokens.len(), "bearer tokens reloaded");
-                    }
-                    *current = Arc::new(tokens);
-                    true
-                });
-                self.counts.read.fetch_add(1, Ordering::Release);
+        self.sender.send_if_modified(|current| {
+            if **current == tokens {
+                return false;
             }
-            Reading::Failed(error) => {
-                tracing::warn!(%error, "keeping the previous bearer tokens");
-                let count = match error {
-                    TokenFileError::Read { .. } => &self.counts.unreadable,
-                    _ => &self.counts.invalid,
-                };
-                count.fetch_add(1, Ordering::Release);
+            if tokens.is_empty() {
+                tracing::warn!(%path, "the token file holds no token; every request is refused");
+            } else {
+                tracing::info!(%path, tokens = tokens.len(), "bearer tokens reloaded");
             }
-            Reading::Blank | Reading::Unsettled => unreachable!("kept for now, not applied"),
-        }
+            *current = Arc::new(tokens);
+            true
+        });
+        self.counts.read.fetch_add(1, Ordering::Release);
+    }
+
+    /// Keeps the tokens through a file that cannot be used.
+    fn keep(&self, error: TokenFileError) {
+        tracing::warn!(%error, "keeping the previous bearer tokens");
+        let count = match error {
+            TokenFileError::Read { .. } => &self.counts.unreadable,
+            _ => &self.counts.invalid,
+        };
+        count.fetch_add(1, Ordering::Release);
     }
 }
 
