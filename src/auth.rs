@@ -319,6 +319,16 @@ impl std::fmt::Debug for TokenStore {
     }
 }
 
+/// A file found empty or changing, by the reads since the first such read.
+struct WriteInProgress {
+    since: Instant,
+    /// The wait before the next read; it doubles with each read that finds the write unfinished.
+    wait: Duration,
+    read_again: Instant,
+    /// Whether the warning that it lasts has been logged.
+    warned: bool,
+}
+
 /// The task that re-reads the token file.
 struct Reloader {
     path: PathBuf,
@@ -334,10 +344,10 @@ impl Reloader {
     async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let mut ticker = tokio::time::interval_at(Instant::now() + self.recheck, self.recheck);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // While the file is empty or changing: when to read it again, and the wait that led there.
-        let mut retry: Option<(Instant, Duration)> = None;
+        // While the file is empty or changing.
+        let mut write: Option<WriteInProgress> = None;
         loop {
-            let retry_at = retry.map(|(at, _)| at);
+            let retry_at = write.as_ref().map(|write| write.read_again);
             tokio::select! {
                 () = self.changed.notified() => settle(&self.changed).await,
                 _ = ticker.tick() => {}
@@ -346,17 +356,17 @@ impl Reloader {
             }
             // `None`: the runtime is shutting down.
             let Some(reading) = self.read_settled().await else { return };
-            retry = match reading {
+            match reading {
                 Reading::Tokens(tokens) => {
+                    write = None;
                     self.replace(tokens);
-                    None
                 }
                 Reading::Failed(error) => {
+                    write = None;
                     self.keep(error);
-                    None
                 }
-                Reading::Blank | Reading::Unsettled => Some(self.keep_for_now(&reading, retry.map(|(_, wait)| wait))),
-            };
+                Reading::Blank | Reading::Unsettled => self.keep_for_now(&reading, &mut write),
+            }
         }
     }
 
@@ -390,19 +400,26 @@ impl Reloader {
         Some(reading)
     }
 
-    /// Keeps the tokens through an empty or changing file; returns when to read it next.
-    fn keep_for_now(&self, reading: &Reading, last_wait: Option<Duration>) -> (Instant, Duration) {
+    /// Keeps the tokens through an empty or changing file, and says when to read it next.
+    fn keep_for_now(&self, reading: &Reading, write: &mut Option<WriteInProgress>) {
+        let now = Instant::now();
         let longest = self.recheck.max(RETRY_FIRST);
-        let wait = last_wait.map_or(RETRY_FIRST, |wait| (wait * 2).min(longest));
+        let write = match write {
+            Some(write) => {
+                write.wait = (write.wait * 2).min(longest);
+                write
+            }
+            None => write.insert(WriteInProgress { since: now, wait: RETRY_FIRST, read_again: now, warned: false }),
+        };
+        write.read_again = now + write.wait;
         let path = self.path.display();
-        if wait == longest && last_wait.is_some_and(|last| last < longest) {
-            tracing::warn!(%path, "the token file has been empty or changing for a while; keeping the previous bearer tokens (a file of comments only refuses every request)");
-        } else if last_wait.is_none() {
-            let state = if matches!(reading, Reading::Blank) { "empty" } else { "still changing" };
-            tracing::debug!(%path, state, "the token file is being written; keeping the previous bearer tokens");
+        let state = if matches!(reading, Reading::Blank) { "empty" } else { "still changing" };
+        tracing::debug!(%path, state, wait = ?write.wait, "the token file is being written; keeping the previous bearer tokens");
+        if !write.warned && now.duration_since(write.since) >= longest {
+            write.warned = true;
+            tracing::warn!(%path, state, since = ?now.duration_since(write.since), "the token file has been empty or changing for a while; keeping the previous bearer tokens (a file of comments only refuses every request)");
         }
         self.counts.transient.fetch_add(1, Ordering::Release);
-        (Instant::now() + wait, wait)
     }
 
     /// Puts the tokens read in effect (if they differ from those in effect).
