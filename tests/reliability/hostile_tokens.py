@@ -7,7 +7,8 @@ Parts, each bounded in count and time:
    the secret), REWRITE_GAP apart. Meanwhile a client loops `GET /skills` with a valid token on a
    kept-alive connection, and an `/events` stream opened with that token is held open.
    Must hold: every request is answered 200 (no 401, no error); the stream never ends, and after
-   the rewrites it still carries the event of a catalog change.
+   the rewrites it still carries the event of a catalog change; and the part proves something:
+   the server read the file while it was empty at least once (its debug lines say so).
 2. The token file swapped for a FIFO (renamed over it in one step). Must hold: the server logs that
    the FIFO is no regular file, keeps answering requests with the token for FIFO_SECONDS, and
    exits with status 0 within EXIT_LIMIT of SIGTERM; the stream of part 1 then ends cleanly.
@@ -46,6 +47,8 @@ EXIT_LIMIT = 10.0
 ROTATIONS = 5
 REVOCATION_LIMIT = 1.0
 EVENT_WAIT = 5.0
+# The start of the server's debug line for a reload that found the file empty (src/auth.rs).
+EMPTY_SEEN = "the token file is being written"
 
 
 class Asker(threading.Thread):
@@ -150,7 +153,12 @@ def rewrites_and_fifo(binary: Path, workdir: Path, failures: list[str]) -> str:
     root.mkdir()
     write_skill(root, "alpha")
     rng = random.Random(16)
-    with Server(binary, [root], workdir) as server:
+    # The token file in a folder of its own, as in a deployment (the server's log, in workdir,
+    # changes all the time); the reloads' debug lines tell when the server met the emptied file.
+    (workdir / "auth").mkdir()
+    server = Server(binary, [root], workdir, rust_log="info,skillcat::auth=debug")
+    server.token_file = workdir / "auth" / "tokens"
+    with server:
         assert server.token_file is not None and server.token is not None
         contents = f"{server.token}\n".encode()
         stream = Stream(server)
@@ -176,6 +184,9 @@ def rewrites_and_fifo(binary: Path, workdir: Path, failures: list[str]) -> str:
             failures.append(f"... {len(asker.refusals)} refusals in all")
         if rewrite_answers < REWRITES:
             failures.append(f"only {rewrite_answers} requests answered during the rewrites")
+        met_empty = sum(1 for line in server.log_lines() if line.get("message", "").startswith(EMPTY_SEEN))
+        if met_empty == 0:
+            failures.append("the server never read the emptied file: the rewrites proved nothing")
         stream_state = "open" if stream.ended is None else f"ended ({stream.outcome})"
         if stream.ended is not None:
             failures.append(f"the event stream ended during the rewrites ({stream.outcome})")
@@ -212,7 +223,8 @@ def rewrites_and_fifo(binary: Path, workdir: Path, failures: list[str]) -> str:
         for line in errors[:5]:
             failures.append(f"server ERROR: {line}")
     return (
-        f"{REWRITES} in-place rewrites, {rewrite_answers} requests, {len(asker.refusals)} refused, "
+        f"{REWRITES} in-place rewrites ({met_empty} read while empty), {rewrite_answers} requests, "
+        f"{len(asker.refusals)} refused, "
         f"stream {stream_state}; FIFO: {fifo_answers} requests answered, exit {code} in "
         f"{took:.1f} s"
     )
