@@ -2,8 +2,13 @@
 //! request without a valid token (the event stream and the metrics included), tokens rotate by
 //! editing the file (also the way Kubernetes updates a Secret volume), revoked tokens end open
 //! event streams, bad token files stop the server from starting, and no token ever reaches a log.
+//! The file holds up to hostile handling: rewritten in place, swapped for a FIFO, or reached
+//! through a symlink whose target changes.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use reqwest::Method;
 use serde_json::Value;
@@ -43,6 +48,29 @@ fn replace(path: &Path, text: &str) {
 async fn serve(skills: &Path, tokens: &Path) -> TestApp {
     let tokens = tokens.to_path_buf();
     TestApp::spawn_with(vec![SourceConfig::directory(skills)], move |options| options.token_file = Some(tokens)).await
+}
+
+/// A server whose periodic re-read of the token file never comes during a test: only what the
+/// watch sees (and the re-reads it schedules itself) changes the tokens.
+async fn serve_without_recheck(skills: &Path, tokens: &Path) -> TestApp {
+    let tokens = tokens.to_path_buf();
+    TestApp::spawn_with(vec![SourceConfig::directory(skills)], move |options| {
+        options.token_file = Some(tokens);
+        options.token_recheck = Duration::from_secs(3600);
+    })
+    .await
+}
+
+fn mkfifo(path: &Path) {
+    use rustix::fs::{FileType, Mode};
+    rustix::fs::mknodat(rustix::fs::CWD, path, FileType::Fifo, Mode::from_raw_mode(0o600), 0).expect("mkfifo");
+}
+
+/// Puts a FIFO where the token file was, in one rename.
+fn swap_for_fifo(path: &Path) {
+    let fifo = path.with_extension("fifo");
+    mkfifo(&fifo);
+    std::fs::rename(&fifo, path).expect("rename");
 }
 
 async fn send(app: &TestApp, method: Method, path: &str, authorization: Option<&str>) -> reqwest::Response {
@@ -234,6 +262,163 @@ async fn a_kubernetes_secret_volume_update_rotates_the_tokens() {
     app.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewriting_the_file_in_place_with_the_same_tokens_refuses_nobody_and_ends_no_stream() {
+    const TOKENS: &str = "keep\nother.token\n";
+    const ROUNDS: usize = 20;
+    let dir = skills();
+    let (_tokens, path) = token_file(TOKENS);
+    let app = serve_without_recheck(dir.path(), &path).await;
+    let mut stream = Events::of(send(&app, Method::GET, "/events", Some("Bearer keep")).await);
+    let first = stream.next(DEADLINE).await.expect("the first event");
+
+    // A client asks with a valid token all along.
+    let stop = Arc::new(AtomicBool::new(false));
+    let asking = tokio::spawn({
+        let (client, url, stop) = (app.client.clone(), app.url("/skills"), Arc::clone(&stop));
+        async move {
+            let mut statuses = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                statuses.push(client.get(&url).bearer_auth("keep").send().await.expect("request").status().as_u16());
+            }
+            statuses
+        }
+    });
+
+    for round in 0..ROUNDS {
+        // `vault ... > tokens`: the shell truncates the file, the command writes it once it has
+        // the secret. Here the file stays empty until the server has read it so.
+        let before = app.token_reloads();
+        let mut file = std::fs::File::create(&path).expect("truncate");
+        eventually("a re-read of the emptied file", || async { app.token_reloads().total() > before.total() }).await;
+        assert_eq!(status(&app, "/skills", "keep").await, 200, "round {round}: a valid token refused");
+        let before = app.token_reloads();
+        std::io::Write::write_all(&mut file, TOKENS.as_bytes()).expect("write");
+        drop(file);
+        eventually("a re-read of the written file", || async { app.token_reloads().read > before.read }).await;
+        // And when the command is quick: truncated and written at once, again and again.
+        for _ in 0..5 {
+            std::fs::write(&path, TOKENS).expect("write");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let statuses = asking.await.expect("the asking client");
+    let refused = statuses.iter().filter(|&&status| status != 200).count();
+    assert!(statuses.len() >= ROUNDS, "only {} requests", statuses.len());
+    assert_eq!(refused, 0, "{refused} of {} requests with a valid token refused", statuses.len());
+    assert!(app.token_reloads().transient > 0, "the server never read the emptied file");
+
+    // The stream is still open: it carries the next change.
+    write_skill(&dir.path().join("beta"), "---\nname: beta\ndescription: Added after the rewrites\n---\n");
+    let next = stream.next(DEADLINE).await.expect("the stream carries the next change");
+    assert_ne!(next["etag"], first["etag"]);
+
+    // A file of comments, written in place, still refuses everyone.
+    std::fs::write(&path, "# every token revoked\n").expect("write");
+    eventually_status(&app, "keep", 401).await;
+    assert!(stream.ends_within(DEADLINE).await, "the stream of a revoked token stays open");
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_emptied_token_file_keeps_the_tokens_and_is_read_again_until_it_is_written() {
+    let dir = skills();
+    let (_tokens, path) = token_file("keep\n");
+    // Another name for the same file, in a folder nobody watches: a write through it is seen
+    // only by reading the file.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let alias = elsewhere.path().join("tokens");
+    std::fs::hard_link(&path, &alias).expect("hard link");
+    let app = serve_without_recheck(dir.path(), &path).await;
+
+    let before = app.token_reloads();
+    std::fs::File::create(&path).expect("truncate");
+    // Nothing changes after the truncation and the periodic re-read is an hour away: these
+    // re-reads are the ones the server schedules itself while the file is empty.
+    eventually("three re-reads of the empty file", || async { app.token_reloads().transient >= before.transient + 3 })
+        .await;
+    assert_eq!(status(&app, "/skills", "keep").await, 200);
+    std::fs::write(&alias, "keep\nnew\n").expect("write");
+    eventually_status(&app, "new", 200).await;
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_fifo_at_the_token_path_keeps_the_tokens_without_hanging_the_reloads_or_the_shutdown() {
+    // The server runs as a process: a reload stuck on the FIFO would otherwise keep this test's
+    // runtime from ever finishing.
+    const REFUSED: &str = "is a FIFO, not a regular file";
+    let dir = skills();
+    let (_tokens, path) = token_file("keep\nrevoke-me\n");
+    let skills_dir = dir.path().to_str().unwrap();
+    let server = ServeProcess::start(
+        &["serve", "--listen", "127.0.0.1:0", "--no-builtin", "--dir", skills_dir],
+        &[("SKILLCAT_TOKEN_FILE", path.to_str().unwrap())],
+        "info",
+    );
+    server.ready().await;
+    let client = reqwest::Client::new();
+    let status = |token: &'static str| {
+        let request = client.get(server.url("/skills")).bearer_auth(token);
+        async move { request.send().await.expect("request").status().as_u16() }
+    };
+    let refusals = || server.log().matches(REFUSED).count();
+
+    swap_for_fifo(&path);
+    eventually("the FIFO is refused", || async { refusals() >= 1 }).await;
+    assert_eq!(status("keep").await, 200);
+    assert_eq!(status("revoke-me").await, 200);
+    // The reloads go on: a revocation is seen.
+    replace(&path, "keep\n");
+    eventually("the revoked token is refused", || async { status("revoke-me").await == 401 }).await;
+    assert_eq!(status("keep").await, 200);
+
+    // A FIFO again, and SIGTERM: the server exits within the 10 s it promises.
+    swap_for_fifo(&path);
+    eventually("the FIFO is refused again", || async { refusals() >= 2 }).await;
+    assert_eq!(status("keep").await, 200);
+    let signalled = Instant::now();
+    let (exit, log) = server.terminate();
+    let took = signalled.elapsed();
+    assert!(exit.success(), "{exit}: {log}");
+    assert!(took < Duration::from_secs(10), "exit {took:?} after SIGTERM");
+}
+
+#[tokio::test]
+async fn a_token_file_behind_a_symlink_sees_its_target_replaced() {
+    let dir = skills();
+    let base = tempfile::tempdir().expect("tempdir");
+    let [config, secrets, moved] = ["config", "secrets", "moved"].map(|name| base.path().join(name));
+    for folder in [&config, &secrets, &moved] {
+        std::fs::create_dir(folder).expect("mkdir");
+    }
+    let target = secrets.join("tokens");
+    std::fs::write(&target, "first\nsecond\n").expect("write");
+    let link = config.join("tokens");
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    // Only the watch can show a change in time: the periodic re-read is an hour away.
+    let app = serve_without_recheck(dir.path(), &link).await;
+    assert_eq!(status(&app, "/skills", "first").await, 200);
+
+    // The target replaced where it lives, then written in place.
+    replace(&target, "second\n");
+    eventually_status(&app, "first", 401).await;
+    std::fs::write(&target, "second\nthird\n").expect("write");
+    eventually_status(&app, "third", 200).await;
+
+    // The link flipped to a file elsewhere (relative this time); that folder is watched from then on.
+    std::fs::write(moved.join("x"), "fourth\n").expect("write");
+    let next_link = config.join("tokens.next");
+    std::os::unix::fs::symlink("../moved/x", &next_link).expect("symlink");
+    std::fs::rename(&next_link, &link).expect("flip");
+    eventually_status(&app, "fourth", 200).await;
+    assert_eq!(status(&app, "/skills", "third").await, 401);
+    replace(&moved.join("x"), "fifth\n");
+    eventually_status(&app, "fifth", 200).await;
+    assert_eq!(status(&app, "/skills", "fourth").await, 401);
+    app.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn the_client_authenticates_with_its_token() {
     let dir = skills();
@@ -260,29 +445,55 @@ async fn the_client_authenticates_with_its_token() {
     app.shutdown().await.unwrap();
 }
 
+/// Runs `skillcat serve` on a token file that must stop it; returns its exit code and stderr.
+/// A server that does not exit within 10 s is killed and fails the test.
+fn serve_refused(token_file: &Path) -> (Option<i32>, String) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_skillcat"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-builtin", "--token-file"])
+        .arg(token_file)
+        .env_remove("SKILLCAT_TOKEN_FILE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run skillcat");
+    let pid = rustix::process::Pid::from_child(&child);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || sender.send(child.wait_with_output()));
+    match receiver.recv_timeout(Duration::from_secs(10)) {
+        Ok(output) => {
+            let output = output.expect("wait");
+            (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+        Err(_) => {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            panic!("skillcat serve --token-file {} neither served nor exited in 10 s", token_file.display());
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_token_file_that_cannot_be_used_stops_the_server_from_starting() {
     let dir = skills();
     let missing = dir.path().join("no-such-file");
     let (_empty, empty) = token_file("# nothing yet\n\n");
+    let (_blank, blank) = token_file("");
     let (_bad, bad) = token_file("good-token\nsecret with spaces\n");
     let (_binary, binary) = token_file("");
     std::fs::write(&binary, b"tok\xffen\n").unwrap();
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
     for (path, expected) in [
         (&missing, "cannot read the token file"),
         (&empty, "holds no token"),
+        (&blank, "holds no token"),
         (&bad, "line 2 of the token file"),
         (&binary, "not valid UTF-8"),
-        (&dir.path().to_path_buf(), "cannot read the token file"),
+        (&dir.path().to_path_buf(), "is a directory, not a regular file"),
+        (&fifo, "is a FIFO, not a regular file"),
     ] {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_skillcat"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--no-builtin", "--token-file"])
-            .arg(path)
-            .env_remove("SKILLCAT_TOKEN_FILE")
-            .output()
-            .expect("run skillcat");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(1), "{}: {stderr}", path.display());
+        let (code, stderr) = serve_refused(path);
+        assert_eq!(code, Some(1), "{}: {stderr}", path.display());
         assert!(stderr.contains(expected), "{}: {stderr}", path.display());
         assert!(!stderr.contains("secret") && !stderr.contains("good-token"), "{stderr}");
     }
