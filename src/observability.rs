@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -14,15 +15,42 @@ pub enum LogFormat {
     Json,
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`; see [`log_filter`]). Text is coloured
+/// only on a terminal, and not when `NO_COLOR` is set: in a file, a pipe or a container's log the
+/// escape codes would be noise.
 pub fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// Libraries that log routine events at `info`, kept at a quieter level unless `RUST_LOG` names
+/// them: notify logs "unable to remove watch descriptor" whenever a watched folder is deleted,
+/// which is expected (the kernel dropped the watch first) and tells an operator nothing.
+const QUIETER: &[(&str, &str)] = &[("notify", "warn")];
+
+/// The filter for a `RUST_LOG` value: its directives (`info` when unset or invalid), plus
+/// [`QUIETER`] for the targets it does not name.
+fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::EnvFilter;
+    let mut filter =
+        rust_log.and_then(|directives| EnvFilter::try_new(directives).ok()).unwrap_or_else(|| EnvFilter::new("info"));
+    for (target, level) in QUIETER {
+        let names_target = |directive: &str| {
+            directive
+                .trim()
+                .strip_prefix(target)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['=', ':', '[']))
+        };
+        if !rust_log.is_some_and(|directives| directives.split(',').any(names_target)) {
+            filter = filter.add_directive(format!("{target}={level}").parse().expect("a valid directive"));
+        }
+    }
+    filter
 }
 
 /// Upper bounds of the latency histograms, in seconds.
@@ -187,4 +215,23 @@ impl Drop for SseClient {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notify_is_quieter_unless_rust_log_names_it() {
+        for rust_log in [None, Some("info"), Some("debug,skillcat=trace"), Some("not a directive=")] {
+            let filter = log_filter(rust_log).to_string();
+            assert!(filter.contains("notify=warn"), "{rust_log:?}: {filter}");
+        }
+        for rust_log in ["info,notify=info", "notify::inotify=debug", "warn, notify"] {
+            let filter = log_filter(Some(rust_log)).to_string();
+            assert!(!filter.contains("notify=warn"), "{rust_log}: {filter}");
+        }
+        // A target that merely starts with the name is another target.
+        assert!(log_filter(Some("notifyish=debug")).to_string().contains("notify=warn"));
+    }
 }

@@ -73,6 +73,37 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// than spin.
 const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
+/// A warning for each configured root that is not a folder now. Roots are watched, so one that
+/// appears later is served then, which makes this no error; but a mistyped `--dir` would
+/// otherwise give a healthy-looking server without the skills it was meant to serve, and the
+/// only trace would be a diagnostic in `GET /skills`.
+fn warn_about_unusable_roots(sources: &Sources) {
+    for info in &sources.info {
+        for root in &info.roots {
+            let root_text = root.display();
+            match std::fs::metadata(root) {
+                Ok(metadata) if metadata.is_dir() => {}
+                Ok(_) => tracing::warn!(
+                    root = %root_text,
+                    source = info.label,
+                    "a configured root is not a folder: no skills are served from it until it becomes one"
+                ),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => tracing::warn!(
+                    root = %root_text,
+                    source = info.label,
+                    "a configured root does not exist: no skills are served from it until it is created"
+                ),
+                Err(error) => tracing::warn!(
+                    root = %root_text,
+                    source = info.label,
+                    %error,
+                    "a configured root cannot be examined: its skills may not be served"
+                ),
+            }
+        }
+    }
+}
+
 /// A bound server, not yet serving. Binding is separate so callers learn the real port.
 pub struct Server {
     listener: TcpListener,
@@ -98,6 +129,7 @@ impl Server {
             None => None,
         };
         let sources = Sources::build(&options.sources).context("cannot set up the sources")?;
+        warn_about_unusable_roots(&sources);
         let listener =
             TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let metrics = Arc::new(Metrics::default());

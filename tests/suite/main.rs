@@ -12,6 +12,7 @@ mod hostile;
 mod image;
 mod live;
 mod openapi;
+mod operators;
 mod reference;
 mod security;
 mod support;

@@ -1,0 +1,125 @@
+//! What an operator meets first: the server's log at startup and while it runs, the addresses it
+//! takes, how it refuses what it cannot use, and the answers hyper would otherwise give bare.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::process::ServeProcess;
+use crate::support::skills::{skill_md, write_skill};
+use crate::support::wait::eventually;
+
+/// The JSON log lines of `log` at `level` whose message contains `text`.
+fn log_lines(log: &str, level: &str, text: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|entry| entry["level"] == level && entry["message"].as_str().is_some_and(|m| m.contains(text)))
+        .collect()
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temporary path")
+}
+
+async fn skill_names(server: &ServeProcess) -> Vec<String> {
+    let catalog: Value = reqwest::get(server.url("/skills")).await.expect("GET /skills").json().await.expect("JSON");
+    catalog["skills"].as_array().expect("skills").iter().map(|s| s["name"].as_str().expect("name").to_owned()).collect()
+}
+
+#[tokio::test]
+async fn a_root_that_is_missing_or_no_folder_is_warned_about_at_startup() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (good, typo, file) = (dir.path().join("skills"), dir.path().join("skils"), dir.path().join("notes.txt"));
+    write_skill(&good.join("alpha"), &skill_md(None, "Alpha.", ""));
+    std::fs::write(&file, "not a folder").expect("write");
+    let args = ["serve", "--no-builtin", "--dir", path_str(&good), "--dir", path_str(&typo), "--dir", path_str(&file)];
+    let server = ServeProcess::start(&args, &[("SKILLCAT_LISTEN", "127.0.0.1:0")], "info");
+    server.ready().await;
+    let log = server.log();
+
+    let missing = log_lines(&log, "WARN", "does not exist");
+    assert_eq!(missing.len(), 1, "{log}");
+    assert_eq!(missing[0]["root"], path_str(&typo));
+    let not_folder = log_lines(&log, "WARN", "not a folder");
+    assert_eq!(not_folder.len(), 1, "{log}");
+    assert_eq!(not_folder[0]["root"], path_str(&file));
+    assert!(!log.contains(&format!("\"root\":\"{}\"", path_str(&good))), "no warning for a folder: {log}");
+
+    // A warning, not an error: the root is watched, and served once it appears.
+    assert_eq!(skill_names(&server).await, ["alpha"]);
+    write_skill(&typo.join("beta"), &skill_md(None, "Beta.", ""));
+    eventually("the created root's skill", || async { skill_names(&server).await == ["alpha", "beta"] }).await;
+    let (status, _) = server.terminate();
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn deleting_a_watched_folder_logs_nothing_from_the_watcher() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("kept"), &skill_md(None, "Kept.", ""));
+    // RUST_LOG=info as in the Kubernetes manifests: notify's info lines are still left out.
+    let server = ServeProcess::start(
+        &["serve", "--no-builtin", "--dir", path_str(dir.path())],
+        &[("SKILLCAT_LISTEN", "127.0.0.1:0")],
+        "info",
+    );
+    server.ready().await;
+    let gone = dir.path().join("gone");
+    write_skill(&gone.join("nested"), &skill_md(None, "Nested.", ""));
+    eventually("the new skill", || async { skill_names(&server).await == ["kept", "nested"] }).await;
+    std::fs::remove_dir_all(&gone).expect("remove the folder");
+    eventually("the skill's removal", || async { skill_names(&server).await == ["kept"] }).await;
+    let (status, log) = server.terminate();
+    assert!(status.success(), "{status}");
+    assert!(!log_lines(&log, "INFO", "published a new catalog version").is_empty(), "the log was read: {log}");
+    assert!(!log.contains("watch descriptor"), "{log}");
+    assert!(!log.contains("\"target\":\"notify"), "{log}");
+}
+
+/// Runs `skillcat serve` with text logs on a pipe until it logs that it serves; returns its log.
+fn text_log_until_serving(args: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_skillcat"))
+        .args(args)
+        .env_clear()
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start skillcat serve");
+    let (sender, lines) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut log = String::new();
+    while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        log.push_str(&line);
+        log.push('\n');
+        if line.contains("serving") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(log.contains("serving"), "no 'serving' line in 20 s:\n{log}");
+    log
+}
+
+#[test]
+fn text_logs_on_a_pipe_have_no_colour_codes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing");
+    let log =
+        text_log_until_serving(&["serve", "--no-builtin", "--dir", path_str(&missing), "--listen", "127.0.0.1:0"]);
+    assert!(!log.contains('\u{1b}'), "escape codes in {log:?}");
+    assert!(log.contains(" WARN ") && log.contains(" INFO "), "{log}");
+}
