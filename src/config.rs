@@ -31,20 +31,65 @@ pub struct ConfigFile {
 
 /// One `[[sources]]` table.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[serde(try_from = "SourceTable")]
 pub enum SourceConfig {
     Directory {
         /// Shown as the skills' `source`; defaults to the roots.
         name: Option<String>,
         roots: Vec<PathBuf>,
-        #[serde(default = "default_max_entries")]
         max_entries: NonZeroUsize,
-        #[serde(default = "default_max_depth")]
         max_depth: usize,
     },
     Builtin {
         name: Option<String>,
     },
+}
+
+/// A `[[sources]]` table as written: one struct for every kind, so that a mistyped key is reported
+/// at the key. (An internally tagged enum reads the whole table before it knows the kind, and its
+/// errors can only point at the table.)
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceTable {
+    kind: SourceKind,
+    name: Option<String>,
+    roots: Option<Vec<PathBuf>>,
+    max_entries: Option<NonZeroUsize>,
+    max_depth: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum SourceKind {
+    Directory,
+    Builtin,
+}
+
+impl TryFrom<SourceTable> for SourceConfig {
+    type Error = String;
+
+    fn try_from(table: SourceTable) -> Result<Self, Self::Error> {
+        let SourceTable { kind, name, roots, max_entries, max_depth } = table;
+        match kind {
+            SourceKind::Directory => Ok(SourceConfig::Directory {
+                name,
+                roots: roots.ok_or("missing field `roots` (a directory source lists its folders)")?,
+                max_entries: max_entries.unwrap_or_else(default_max_entries),
+                max_depth: max_depth.unwrap_or_else(default_max_depth),
+            }),
+            SourceKind::Builtin => {
+                let directory_only = [
+                    ("roots", roots.is_some()),
+                    ("max_entries", max_entries.is_some()),
+                    ("max_depth", max_depth.is_some()),
+                ];
+                match directory_only.iter().find(|(_, given)| *given) {
+                    Some((key, _)) => Err(format!("`{key}` is for kind = \"directory\", not \"builtin\"")),
+                    None => Ok(SourceConfig::Builtin { name }),
+                }
+            }
+        }
+    }
 }
 
 fn default_max_entries() -> NonZeroUsize {
@@ -156,5 +201,41 @@ mod tests {
                 .is_err()
         );
         assert!(toml::from_str::<ConfigFile>("[[sources]]\nkind = \"git\"").is_err());
+    }
+
+    /// The error's line (1-based) in `text`, and its message.
+    fn error_at(text: &str) -> (usize, String) {
+        let error = toml::from_str::<ConfigFile>(text).expect_err(text);
+        let span = error.span().expect("a place in the file");
+        (1 + text[..span.start].matches('\n').count(), error.to_string())
+    }
+
+    #[test]
+    fn a_mistyped_key_is_reported_at_the_key() {
+        let text =
+            "listen = \"127.0.0.1:8080\"\n\n[[sources]]\nkind = \"directory\"\nroots = [\"a\"]\nmax_entrie = 5\n";
+        let (line, message) = error_at(text);
+        assert_eq!(line, 6, "{message}");
+        assert!(message.contains("unknown field `max_entrie`"), "{message}");
+        assert!(message.contains("max_entries"), "the expected keys are listed: {message}");
+
+        let (line, message) =
+            error_at("[[sources]]\nkind = \"builtin\"\n\n[[sources]]\nkind = \"directory\"\nrots = [\"a\"]\n");
+        assert_eq!(line, 6, "{message}");
+        let (line, message) = error_at("[[sources]]\nkind = \"git\"\n");
+        assert_eq!(line, 2, "{message}");
+        assert!(message.contains("unknown variant `git`"), "{message}");
+        let (line, message) = error_at("lisen = \":8080\"\n");
+        assert_eq!(line, 1, "{message}");
+    }
+
+    #[test]
+    fn keys_of_another_kind_and_missing_roots_are_refused() {
+        let (_, message) = error_at("[[sources]]\nkind = \"builtin\"\nmax_depth = 3\n");
+        assert!(message.contains("`max_depth` is for kind = \"directory\""), "{message}");
+        let (_, message) = error_at("[[sources]]\nkind = \"directory\"\n");
+        assert!(message.contains("missing field `roots`"), "{message}");
+        let (line, message) = error_at("[[sources]]\nkind = \"directory\"\nroots = [\"a\"]\nmax_depth = -1\n");
+        assert_eq!(line, 4, "{message}");
     }
 }
