@@ -24,7 +24,7 @@ pub enum ConfigError {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
-    pub listen: Option<std::net::SocketAddr>,
+    pub listen: Option<crate::listen::ListenAddr>,
     #[serde(default)]
     pub sources: Vec<SourceConfig>,
 }
@@ -237,5 +237,16 @@ mod tests {
         assert!(message.contains("missing field `roots`"), "{message}");
         let (line, message) = error_at("[[sources]]\nkind = \"directory\"\nroots = [\"a\"]\nmax_depth = -1\n");
         assert_eq!(line, 4, "{message}");
+    }
+
+    #[test]
+    fn listen_takes_the_flag_s_forms() {
+        for listen in ["127.0.0.1:8080", "[::]:8080", "localhost:8080", ":8080"] {
+            let file: ConfigFile = toml::from_str(&format!("listen = \"{listen}\"")).unwrap();
+            assert_eq!(file.listen, Some(listen.parse().unwrap()));
+        }
+        let (line, message) = error_at("\nlisten = \"8080\"\n");
+        assert_eq!(line, 2, "{message}");
+        assert!(message.contains("expected IP:PORT"), "{message}");
     }
 }

@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod limits;
+pub mod listen;
 pub mod observability;
 pub mod server;
 pub mod shutdown;

@@ -5,7 +5,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::process::ExitCode;
 use std::time::Duration;
 
-pub fn main(listen: SocketAddr, timeout: Duration) -> ExitCode {
+use crate::listen::ListenAddr;
+
+pub fn main(listen: ListenAddr, timeout: Duration) -> ExitCode {
     match check(listen, timeout) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -25,7 +27,9 @@ fn target(listen: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, listen.port())
 }
 
-fn check(listen: SocketAddr, timeout: Duration) -> Result<(), String> {
+fn check(listen: ListenAddr, timeout: Duration) -> Result<(), String> {
+    // The name resolved as `serve` resolves it, so both mean the same address.
+    let listen = listen.resolve().map_err(|error| format!("health check of {listen} failed: {error}"))?;
     let address = target(listen);
     let failed = |error: std::io::Error| format!("health check of {address} failed: {error}");
     let mut stream = TcpStream::connect_timeout(&address, timeout).map_err(failed)?;

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use skillcat_core::{SkillDiscoverer, SkillError, SkillName, TokenLimit, budget_skill_content, render_skill_manifest};
 
 use crate::config::SourceArgs;
+use crate::listen::ListenAddr;
 use crate::observability::LogFormat;
 use crate::server::{ServeOptions, Server};
 use crate::sources::Sources;
@@ -42,9 +43,10 @@ pub enum Command {
     /// Ask a running server whether it is alive (GET /healthz); exit 0 if it answers 200. For
     /// container health checks, where there is no HTTP client to run.
     Health {
-        /// The server's address; an unspecified one (0.0.0.0, [::]) means this host's loopback.
+        /// The server's address, as `serve --listen` takes it; an unspecified one (0.0.0.0, [::],
+        /// :PORT) means this host's loopback.
         #[arg(long, value_name = "ADDR", env = "SKILLCAT_LISTEN", default_value_t = DEFAULT_LISTEN)]
-        listen: std::net::SocketAddr,
+        listen: ListenAddr,
         /// Seconds to wait for the answer.
         #[arg(long, value_name = "SECS", default_value_t = 3)]
         timeout: u64,
@@ -65,9 +67,11 @@ pub enum Command {
 pub struct ServeArgs {
     #[command(flatten)]
     pub sources: SourceArgs,
-    /// The address to listen on [default: the config file's `listen`, else 127.0.0.1:8080].
+    /// The address to listen on: IP:PORT, [IPv6]:PORT, HOST:PORT (resolved at start, its first
+    /// IPv4 address preferred) or :PORT (every IPv4 interface) [default: the config file's
+    /// `listen`, else 127.0.0.1:8080].
     #[arg(long, value_name = "ADDR", env = "SKILLCAT_LISTEN")]
-    pub listen: Option<std::net::SocketAddr>,
+    pub listen: Option<ListenAddr>,
     /// Seconds between fallback rescans (for missed file events); 0 disables them.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub rescan_interval: u64,
@@ -80,8 +84,8 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
-const DEFAULT_LISTEN: std::net::SocketAddr =
-    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080);
+const DEFAULT_LISTEN: ListenAddr =
+    ListenAddr::socket(std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080));
 
 /// Runs the command line and returns the process's exit code.
 pub fn main() -> ExitCode {
@@ -131,7 +135,8 @@ fn limit_malloc_arenas() {
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (sources, file) = args.sources.resolve()?;
     let listen = args.listen.or(file.listen).unwrap_or(DEFAULT_LISTEN);
-    let mut options = ServeOptions::new(listen, sources);
+    let address = listen.resolve().with_context(|| format!("cannot resolve the address to listen on, {listen}"))?;
+    let mut options = ServeOptions::new(address, sources);
     options.token_file = args.token_file;
     options.live.rescan_interval =
         (args.rescan_interval > 0).then(|| std::time::Duration::from_secs(args.rescan_interval));

@@ -123,3 +123,53 @@ fn text_logs_on_a_pipe_have_no_colour_codes() {
     assert!(!log.contains('\u{1b}'), "escape codes in {log:?}");
     assert!(log.contains(" WARN ") && log.contains(" INFO "), "{log}");
 }
+
+/// `skillcat health` against `listen`, as a container's health check runs it.
+fn health(listen: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_skillcat"))
+        .args(["health", "--listen", listen])
+        .env_clear()
+        .output()
+        .expect("run skillcat health")
+}
+
+#[tokio::test]
+async fn listen_takes_a_host_name_and_a_bare_port() {
+    // A name is resolved at start; localhost is its IPv4 address.
+    let server = ServeProcess::start(&["serve", "--no-builtin"], &[("SKILLCAT_LISTEN", "localhost:0")], "info");
+    assert_eq!(server.address.ip(), std::net::Ipv4Addr::LOCALHOST, "{}", server.log());
+    server.ready().await;
+    let port = server.address.port();
+    for listen in [format!("localhost:{port}"), format!(":{port}"), format!("127.0.0.1:{port}")] {
+        let output = health(&listen);
+        assert!(output.status.success(), "{listen}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    drop(server);
+
+    // A bare port is every IPv4 interface.
+    let server = ServeProcess::start(&["serve", "--no-builtin", "--listen", ":0"], &[], "info");
+    assert_eq!(server.address.ip(), std::net::Ipv4Addr::UNSPECIFIED, "{}", server.log());
+    server.ready().await;
+    let output = health(&format!(":{}", server.address.port()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    drop(server);
+
+    // The config file takes the same forms.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("skillcat.toml");
+    std::fs::write(&config, "listen = \"localhost:0\"\n").expect("write");
+    let server = ServeProcess::start(&["serve", "--no-builtin", "--config", path_str(&config)], &[], "info");
+    assert_eq!(server.address.ip(), std::net::Ipv4Addr::LOCALHOST);
+    drop(server);
+
+    for listen in ["localhost", "8080", "::1:8080", "http://localhost:8080"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_skillcat"))
+            .args(["serve", "--listen", listen])
+            .env_clear()
+            .output()
+            .expect("run skillcat serve");
+        assert_eq!(output.status.code(), Some(2), "{listen}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("expected IP:PORT, [IPv6]:PORT, HOST:PORT or :PORT"), "{listen}: {stderr}");
+    }
+}
