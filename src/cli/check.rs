@@ -1,6 +1,7 @@
 //! `skillcat check`: what the catalog holds, what it hides and what it skipped.
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -36,6 +37,9 @@ pub struct ShadowedRow<'a> {
 pub struct DiagnosticRow<'a> {
     pub source: &'a str,
     pub message: &'a str,
+    /// The source's roots, to say paths relative to them in the table.
+    #[serde(skip)]
+    pub roots: &'a [PathBuf],
 }
 
 impl<'a> Report<'a> {
@@ -64,7 +68,11 @@ impl<'a> Report<'a> {
                 diagnostics: discovery
                     .diagnostics
                     .iter()
-                    .map(|entry| DiagnosticRow { source: sources.label(entry.source), message: &entry.message })
+                    .map(|entry| DiagnosticRow {
+                        source: sources.label(entry.source),
+                        message: &entry.message,
+                        roots: &sources.info[entry.source].roots,
+                    })
                     .collect(),
                 error: None,
             },
@@ -102,18 +110,59 @@ impl<'a> Report<'a> {
         }
         if !self.diagnostics.is_empty() {
             writeln!(out, "\ndiagnostics (skipped):")?;
+            let mut heading = None;
             for row in &self.diagnostics {
-                writeln!(out, "  [{}] {}", row.source, row.message)?;
+                if heading != Some(row.source) {
+                    writeln!(out, "  {}", row.source)?;
+                    heading = Some(row.source);
+                }
+                writeln!(out, "    {}", row.for_table())?;
             }
         }
         writeln!(
             out,
-            "\n{} skills, {} shadowed, {} diagnostics",
-            self.skills.len(),
+            "\n{}, {} shadowed, {}",
+            count(self.skills.len(), "skill", "skills"),
             self.shadowed.len(),
-            self.diagnostics.len()
+            count(self.diagnostics.len(), "diagnostic", "diagnostics")
         )
     }
+}
+
+impl DiagnosticRow<'_> {
+    /// The message under its source's heading: the location said once, and relative to the
+    /// source's folder when the heading is that folder (as it is for `--dir`). `--json` and the
+    /// API keep nagents' message as it is.
+    fn for_table(&self) -> String {
+        let message = without_repeated_location(self.message);
+        let [root] = self.roots else { return message };
+        let Some(root) = root.to_str().filter(|root| *root == self.source) else { return message };
+        if let Some(reason) = message.strip_prefix(root).and_then(|rest| rest.strip_prefix(": ")) {
+            return reason.to_owned();
+        }
+        let beneath = if root.ends_with('/') { root.to_owned() } else { format!("{root}/") };
+        match message.strip_prefix(&beneath) {
+            Some(relative) => relative.to_owned(),
+            None => message,
+        }
+    }
+}
+
+/// nagents' message for invalid metadata names the file twice, `{path}: {path}: {reason}`
+/// (the walk's location, then the parser's): `{path}: {reason}`.
+fn without_repeated_location(message: &str) -> String {
+    for (at, _) in message.match_indices(": ") {
+        let (location, rest) = (&message[..at], &message[at + 2..]);
+        if let Some(reason) = rest.strip_prefix(location).and_then(|rest| rest.strip_prefix(": ")) {
+            return format!("{location}: {reason}");
+        }
+    }
+    message.to_owned()
+}
+
+/// `1 skill`, `2 skills`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The description on one line, cut for a terminal.
@@ -121,4 +170,38 @@ fn summary(description: &str) -> String {
     const WIDTH: usize = 72;
     let line: String = description.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     if line.chars().count() <= WIDTH { line } else { line.chars().take(WIDTH - 1).chain(['…']).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row<'a>(source: &'a str, message: &'a str, roots: &'a [PathBuf]) -> String {
+        DiagnosticRow { source, message, roots }.for_table()
+    }
+
+    #[test]
+    fn table_rows_say_the_location_once() {
+        let root = [PathBuf::from("/srv/s")];
+        let cases = [
+            (
+                "/srv/s/a/SKILL.md: /srv/s/a/SKILL.md: unclosed description quote",
+                "a/SKILL.md: unclosed description quote",
+            ),
+            ("/srv/s/b/SKILL.md: SKILL.md exceeds 4000000 bytes", "b/SKILL.md: SKILL.md exceeds 4000000 bytes"),
+            ("/srv/s: [Errno 2] No such file or directory: 's'", "[Errno 2] No such file or directory: 's'"),
+            ("/srv/sx/SKILL.md: odd", "/srv/sx/SKILL.md: odd"),
+        ];
+        for (message, shown) in cases {
+            assert_eq!(row("/srv/s", message, &root), shown, "{message}");
+        }
+        // Under a label that is not the folder (a named source, several roots), paths stay whole.
+        let message = "/srv/s/a/SKILL.md: /srv/s/a/SKILL.md: unclosed description quote";
+        assert_eq!(row("team", message, &root), "/srv/s/a/SKILL.md: unclosed description quote");
+        let roots = [PathBuf::from("/srv/s"), PathBuf::from("/srv/t")];
+        assert_eq!(row("/srv/s, /srv/t", message, &roots), "/srv/s/a/SKILL.md: unclosed description quote");
+        assert_eq!(row("/", "/a/SKILL.md: bad", &[PathBuf::from("/")]), "a/SKILL.md: bad");
+        // A path holding ": " is still found.
+        assert_eq!(without_repeated_location("/x: y/SKILL.md: /x: y/SKILL.md: bad"), "/x: y/SKILL.md: bad");
+    }
 }

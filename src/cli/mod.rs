@@ -8,7 +8,10 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use skillcat_core::{SkillDiscoverer, SkillError, SkillName, TokenLimit, budget_skill_content, render_skill_manifest};
+use skillcat_core::{
+    MAX_SKILL_TOKEN_LIMIT, SkillDiscoverer, SkillError, SkillName, TokenLimit, budget_skill_content,
+    render_skill_manifest,
+};
 
 use crate::config::SourceArgs;
 use crate::listen::ListenAddr;
@@ -58,8 +61,8 @@ pub enum Command {
         /// The skill to load.
         name: SkillName,
         /// The budget in estimated tokens (4 UTF-8 bytes each), 1 to 100000.
-        #[arg(long, value_name = "N", default_value_t = TokenLimit::DEFAULT.get())]
-        token_limit: u32,
+        #[arg(long, value_name = "N", value_parser = token_limit, default_value = "10000")]
+        token_limit: TokenLimit,
     },
 }
 
@@ -145,8 +148,26 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn fail(error: &anyhow::Error) -> ExitCode {
-    eprintln!("skillcat: {error:#}");
+    eprintln!("skillcat: {}", explain(error));
     ExitCode::FAILURE
+}
+
+/// The error and its causes on one line, each said once: many errors (the config file's, the
+/// token file's, an I/O error with context) end with their cause's text already, which `{:#}`
+/// would repeat.
+fn explain(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let message = cause.to_string();
+        if text.ends_with(message.as_str()) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&message);
+    }
+    text
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -179,7 +200,6 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Load { sources, name, token_limit } => {
-            let limit = TokenLimit::new(token_limit.into())?;
             let sources = build(&sources)?;
             let skills = sources.composite.discover().await.map_err(source_error)?;
             let skill = skills
@@ -188,12 +208,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("no skill named '{name}' in the catalog"))?;
             let content = sources.composite.load(skill).await?;
             let mut out = std::io::stdout().lock();
-            serde_json::to_writer(&mut out, &budget_skill_content(skill, &content, limit))?;
+            serde_json::to_writer(&mut out, &budget_skill_content(skill, &content, token_limit))?;
             writeln!(out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `--token-limit`: refused as the flag it is, with the range (the core's message names the
+/// field of nagents' API, which a command-line user never sees).
+fn token_limit(text: &str) -> Result<TokenLimit, String> {
+    let limit = || text.parse::<u64>().ok().and_then(|limit| TokenLimit::new(limit).ok());
+    limit().ok_or_else(|| format!("expected an integer from 1 to {MAX_SKILL_TOKEN_LIMIT}"))
 }
 
 fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
@@ -205,4 +232,30 @@ fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
 /// listed twice where the other one is).
 fn source_error(error: SkillError) -> anyhow::Error {
     anyhow::anyhow!("{}", error.explanation())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_limit_flag_defaults_to_nagents_default() {
+        let cli = Cli::try_parse_from(["skillcat", "load", "x"]).unwrap();
+        let Command::Load { token_limit, .. } = cli.command else { panic!("{cli:?}") };
+        assert_eq!(token_limit, TokenLimit::DEFAULT);
+    }
+
+    #[test]
+    fn an_error_that_ends_with_its_cause_says_it_once() {
+        let missing = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let config = crate::config::ConfigError::Read { path: "a.toml".into(), source: missing() };
+        let tokens = crate::auth::TokenFileError::Read { path: "tokens".into(), source: missing() };
+        for error in [anyhow::Error::new(config), anyhow::Error::new(tokens)] {
+            let text = explain(&error);
+            assert_eq!(text.matches(&missing().to_string()).count(), 1, "{text}");
+        }
+        // A context that does not say its cause is followed by it.
+        let error = anyhow::Error::new(missing()).context("cannot set up the sources");
+        assert_eq!(explain(&error), format!("cannot set up the sources: {}", missing()));
+    }
 }

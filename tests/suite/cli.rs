@@ -146,24 +146,86 @@ fn bad_invocations_are_refused_clearly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cases: &[(&[&str], i32, &str)] = &[
         (&["load", "bad name"], 2, "Skill name must contain"),
-        (&["load", "skillcat-authoring", "--token-limit", "0"], 1, "between 1 and 100000"),
-        (&["load", "skillcat-authoring", "--token-limit", "100001"], 1, "between 1 and 100000"),
-        (&["load", "skillcat-authoring", "--token-limit", "1.5"], 2, "invalid value"),
+        // The flag is named as the user wrote it, with its range (not nagents' `skill_token_limit`).
+        (
+            &["load", "skillcat-authoring", "--token-limit", "0"],
+            2,
+            "for '--token-limit <N>': expected an integer from 1 to 100000",
+        ),
+        (
+            &["load", "skillcat-authoring", "--token-limit", "100001"],
+            2,
+            "for '--token-limit <N>': expected an integer from 1 to 100000",
+        ),
+        (
+            &["load", "skillcat-authoring", "--token-limit", "1.5"],
+            2,
+            "for '--token-limit <N>': expected an integer from 1 to 100000",
+        ),
         (&["load", "no-such-skill"], 1, "no skill named 'no-such-skill'"),
-        (&["check", "--config", "missing.toml"], 1, "cannot read config file"),
+        (&["check", "--config", "missing.toml"], 1, "cannot read config file missing.toml: No such file or directory"),
+        (&["serve", "--listen", "localhost"], 2, "expected IP:PORT, [IPv6]:PORT, HOST:PORT or :PORT"),
         (&["frobnicate"], 2, "unrecognized subcommand"),
     ];
     for (args, code, message) in cases {
         let output = skillcat(args, dir.path());
-        assert_eq!(output.status.code(), Some(*code), "{args:?}: {}", stderr(&output));
-        assert!(stderr(&output).contains(message), "{args:?}: {}", stderr(&output));
+        let stderr = stderr(&output);
+        assert_eq!(output.status.code(), Some(*code), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!stderr.contains("skill_token_limit"), "{args:?}: {stderr}");
+        // Said once: an error that ends with its cause is not followed by the cause again.
+        assert!(!stderr.contains("(os error 2): No such file"), "{args:?}: {stderr}");
     }
-    std::fs::write(
-        dir.path().join("bad.toml"),
-        "[[sources]]\nkind = \"directory\"\nroots = [\"a\"]\nmax_entries = 0\n",
-    )
-    .expect("write");
-    let output = skillcat(&["check", "--config", "bad.toml"], dir.path());
+    // A config file's error points at the line and the key, and is said once.
+    let files = [
+        ("zero.toml", "max_entries = 0", "line 4, column 15", "expected a nonzero usize"),
+        ("typo.toml", "max_entrie = 5", "line 4, column 1", "unknown field `max_entrie`"),
+    ];
+    for (name, line, place, what) in files {
+        let text = format!("[[sources]]\nkind = \"directory\"\nroots = [\"a\"]\n{line}\n");
+        std::fs::write(dir.path().join(name), text).expect("write");
+        let output = skillcat(&["check", "--config", name], dir.path());
+        let stderr = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        let first = format!("skillcat: invalid config file {name}: TOML parse error at {place}\n");
+        assert!(stderr.starts_with(&first), "{stderr}");
+        assert_eq!(stderr.matches(what).count(), 1, "{stderr}");
+        assert_eq!(stderr.matches("TOML parse error").count(), 1, "{stderr}");
+    }
+}
+
+#[test]
+fn the_check_table_names_each_path_once_and_counts_in_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = std::fs::canonicalize(dir.path()).expect("canonical");
+    let base = base.to_str().expect("UTF-8");
+    for (folder, text) in [("s/good", "---\ndescription: Fine.\n---\n"), ("s/bad", "---\ndescription: \"open\n---\n")] {
+        std::fs::create_dir_all(dir.path().join(folder)).expect("mkdir");
+        std::fs::write(dir.path().join(folder).join("SKILL.md"), text).expect("write");
+    }
+    let args = ["check", "--no-builtin", "--dir", "s", "--dir", "missing"];
+    let output = skillcat(&args, Path::new(base));
     assert_eq!(output.status.code(), Some(1));
-    assert!(stderr(&output).contains("invalid config file"), "{}", stderr(&output));
+    let expected = format!(
+        "SKILL  SOURCE{pad}  DESCRIPTION\n\
+         good   {base}/s  Fine.\n\
+         \n\
+         diagnostics (skipped):\n  \
+         {base}/s\n    \
+         bad/SKILL.md: unclosed description quote\n  \
+         {base}/missing\n    \
+         [Errno 2] No such file or directory: 'missing'\n\
+         \n\
+         1 skill, 0 shadowed, 2 diagnostics\n",
+        pad = " ".repeat(base.len() + 2 - "SOURCE".len()),
+    );
+    assert_eq!(stdout(&output), expected);
+    // --json keeps nagents' messages exactly, the repeated location included.
+    let output = skillcat(&[&["check", "--json"][..], &args[1..]].concat(), Path::new(base));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("json");
+    let bad = format!("{base}/s/bad/SKILL.md");
+    assert_eq!(
+        report["diagnostics"][0],
+        json!({"source": format!("{base}/s"), "message": format!("{bad}: {bad}: unclosed description quote")})
+    );
 }

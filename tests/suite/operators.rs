@@ -124,6 +124,23 @@ fn text_logs_on_a_pipe_have_no_colour_codes() {
     assert!(log.contains(" WARN ") && log.contains(" INFO "), "{log}");
 }
 
+#[test]
+fn a_token_file_that_cannot_be_read_is_reported_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(env!("CARGO_BIN_EXE_skillcat"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--token-file", "absent-tokens"])
+        .current_dir(dir.path())
+        .env_clear()
+        .output()
+        .expect("run skillcat serve");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|line| line.starts_with("skillcat: ")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].starts_with("skillcat: cannot read the token file absent-tokens: "), "{stderr}");
+    assert_eq!(stderr.matches("No such file or directory").count(), 1, "{stderr}");
+}
+
 /// `skillcat health` against `listen`, as a container's health check runs it.
 fn health(listen: &str) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_skillcat"))
