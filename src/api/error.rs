@@ -61,6 +61,8 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("the request body is larger than 65536 bytes")]
     PayloadTooLarge,
+    #[error("the request target is longer than {} bytes", super::MAX_URI_BYTES)]
+    UriTooLong,
     #[error("{0}")]
     InvalidBody(String),
     /// A source failed (for example a duplicate name inside one source): its message.
@@ -103,6 +105,7 @@ impl ApiError {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", "Unsupported media type")
             }
             PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large"),
+            UriTooLong => (StatusCode::URI_TOO_LONG, "uri-too-long", "URI too long"),
             InvalidBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-body", "Invalid request body"),
             CatalogUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "catalog-unavailable", "Catalog unavailable"),
             NotReady => (StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready"),

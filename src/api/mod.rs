@@ -31,6 +31,12 @@ pub use skills::MAX_BODY_BYTES;
 
 use crate::app::App;
 
+/// The longest request target (path and query) answered. Every route's target is far shorter (a
+/// skill name has at most 64 characters); a longer one gets a 414 problem. A request head over the
+/// server's bound (`server::MAX_HEADER_BYTES`) is refused by hyper before it reaches the router, a
+/// 431 without a body; hyper's own 414 (targets over 65534 bytes) lies beyond that bound.
+pub const MAX_URI_BYTES: usize = 16 * 1024;
+
 /// Limits of the bounded (non-streaming) routes.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -144,6 +150,8 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
         .layer(middleware::map_response(problem_for_bare_errors))
         // Outside the limits, so that a request without credentials never takes a slot.
         .layer(middleware::from_fn_with_state(Arc::clone(&app), auth::require_token))
+        // Before authentication, as hyper's own limits on the request head are.
+        .layer(middleware::from_fn(refuse_long_uris))
         // Outermost but for tracing: refusals count too.
         .layer(middleware::from_fn_with_state(Arc::clone(&app), record_metrics))
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -191,6 +199,17 @@ async fn record_metrics(State(app): State<Arc<App>>, request: Request, next: Nex
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
     app.metrics.request(route, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// A 414 problem for a request target over [`MAX_URI_BYTES`].
+async fn refuse_long_uris(request: Request, next: Next) -> Response {
+    let uri = request.uri();
+    let length = uri.authority().map_or(0, |authority| authority.as_str().len())
+        + uri.path_and_query().map_or(0, |target| target.as_str().len());
+    if length > MAX_URI_BYTES {
+        return ApiError::UriTooLong.into_response();
+    }
+    next.run(request).await
 }
 
 /// Errors made by the framework rather than a handler (405, a rejected body) get the same

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::http::raw_request;
 use crate::support::process::ServeProcess;
+use crate::support::server::TestApp;
 use crate::support::skills::{skill_md, write_skill};
 use crate::support::wait::eventually;
 
@@ -189,4 +191,30 @@ async fn listen_takes_a_host_name_and_a_bare_port() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("expected IP:PORT, [IPv6]:PORT, HOST:PORT or :PORT"), "{listen}: {stderr}");
     }
+}
+
+#[tokio::test]
+async fn a_request_target_over_the_limit_is_a_414_problem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md(None, "Alpha.", ""));
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let limit = skillcat::api::MAX_URI_BYTES;
+    let padded = |prefix: &str, length: usize| format!("{prefix}{}", "a".repeat(length - prefix.len()));
+
+    // At the limit: routed as usual (no such skill route, so a 404).
+    let answer = raw_request(app.address, "GET", &padded("/skills/alpha/", limit), &[], b"").await;
+    answer.problem(404, "not-found");
+    let head_bound = skillcat::server::MAX_HEADER_BYTES;
+    for target in
+        [padded("/skills/alpha/", limit + 1), padded("/skills?q=", 20_000), padded("/healthz?", head_bound - 100)]
+    {
+        let answer = raw_request(app.address, "GET", &target, &[], b"").await;
+        let problem = answer.problem(414, "uri-too-long");
+        assert_eq!(problem["detail"], format!("the request target is longer than {limit} bytes"));
+    }
+    // A request head over the server's bound is refused by hyper before the router sees it: a
+    // 431 without a body. (hyper's own 414, for targets over 65534 bytes, lies beyond that bound.)
+    let answer = raw_request(app.address, "GET", &padded("/skills/", head_bound + 1), &[], b"").await;
+    assert_eq!(answer.status, 431, "{answer:?}");
+    app.shutdown().await.expect("shutdown");
 }
