@@ -5,10 +5,12 @@
 #   docker build -t skillcat:0.1.0 .
 #   docker run --rm -p 8080:8080 --read-only -v "$PWD/my-skills:/skills:ro" skillcat:0.1.0
 #
-# It serves the skills mounted at /skills (a missing folder is fine: it is watched and picked
-# up once created) and the builtin ones. Other flags go after `serve`, or through the SKILLCAT_*
-# environment variables (`skillcat serve --help`). The image runs as a numeric non-root user and
-# writes nothing, so it runs on a read-only root filesystem.
+# It serves the skills mounted at /skills (a missing folder is fine: it is logged, watched and
+# picked up once created), and not the builtin skills: they are about skillcat itself, and every
+# agent's prompt would pay for their two manifest entries. `serve --dir /skills` as the command
+# serves them too. Other flags go after `serve`, or through the SKILLCAT_* environment variables
+# (`skillcat serve --help`). The image runs as a numeric non-root user and writes nothing, so it
+# runs on a read-only root filesystem.
 #
 # Base images are pinned by tag and digest; bump both together (`docker buildx imagetools
 # inspect IMAGE:TAG` prints the digest).
@@ -42,4 +44,4 @@ EXPOSE 8080
 # `skillcat health` GETs /healthz on the SKILLCAT_LISTEN port (0.0.0.0 means this host's loopback).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 CMD ["/usr/local/bin/skillcat", "health"]
 ENTRYPOINT ["/usr/local/bin/skillcat"]
-CMD ["serve", "--dir", "/skills"]
+CMD ["serve", "--dir", "/skills", "--no-builtin"]

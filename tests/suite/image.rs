@@ -71,21 +71,31 @@ async fn the_image_command_serves_and_its_health_check_passes() {
 
     // Exactly those arguments and that environment, but on a free loopback port.
     let args: Vec<&str> = entrypoint[1..].iter().chain(&command).map(String::as_str).collect();
-    assert_eq!(args, ["serve", "--dir", "/skills"]);
+    assert_eq!(args, ["serve", "--dir", "/skills", "--no-builtin"]);
     let mut run_env: Vec<(&str, &str)> =
         env.iter().filter(|(key, _)| key != "SKILLCAT_LISTEN").map(|(k, v)| (k.as_str(), v.as_str())).collect();
     run_env.push(("SKILLCAT_LISTEN", "127.0.0.1:0"));
     let server = ServeProcess::start(&args, &run_env, "info");
     server.ready().await;
     let catalog: Value = reqwest::get(server.url("/skills")).await.expect("GET /skills").json().await.expect("JSON");
-    let names: Vec<&str> =
-        catalog["skills"].as_array().expect("skills").iter().filter_map(|s| s["name"].as_str()).collect();
-    assert!(names.contains(&"skillcat-authoring") && names.contains(&"skillcat-consuming"), "the builtin skills");
-    // Without a volume at /skills (as here), the directory source reports it, as nagents would.
+    // The skills at /skills and nothing else: the builtin skills (about skillcat itself) would
+    // cost every agent's prompt their manifest entries.
+    let sources: Vec<&str> =
+        catalog["skills"].as_array().expect("skills").iter().filter_map(|s| s["source"].as_str()).collect();
+    assert!(sources.iter().all(|source| *source == "/skills"), "{sources:?}");
+    // Without a volume at /skills (as here), the directory source reports it, as nagents would,
+    // and the log says so at startup.
     if !std::path::Path::new("/skills").exists() {
         let missing = serde_json::json!([{"source": "/skills",
             "message": "/skills: [Errno 2] No such file or directory: 'skills'"}]);
         assert_eq!(catalog["diagnostics"], missing);
+        let log = server.log();
+        let warned = log.lines().filter_map(|line| serde_json::from_str::<Value>(line).ok()).any(|entry| {
+            entry["level"] == "WARN"
+                && entry["root"] == "/skills"
+                && entry["message"].as_str().is_some_and(|m| m.contains("does not exist"))
+        });
+        assert!(warned, "{log}");
     }
 
     let health_check = |address: &str| {
