@@ -26,13 +26,19 @@ impl ConnectionLimits {
     /// reserve for connections, half of them at most for event streams (so requests and probes
     /// always find room), and a sixteenth of those for one client.
     pub fn for_descriptors(descriptors: u64) -> Self {
-        let connections = descriptors.saturating_sub(RESERVED_DESCRIPTORS).clamp(16, 1 << 20) as usize;
+        Self::for_connections(descriptors.saturating_sub(RESERVED_DESCRIPTORS).clamp(16, 1 << 20) as usize)
+    }
+
+    /// The defaults for `connections` connections.
+    pub fn for_connections(connections: usize) -> Self {
         let streams = (connections / 2).max(1);
-        ConnectionLimits {
-            max_connections: connections,
-            max_streams: streams,
-            max_streams_per_client: (streams / 16).clamp(1, 64),
-        }
+        ConnectionLimits { max_connections: connections, max_streams: streams, max_streams_per_client: 1 }
+            .with_streams(streams)
+    }
+
+    /// These limits with `streams` streams (and the default share of them per client).
+    pub fn with_streams(self, streams: usize) -> Self {
+        ConnectionLimits { max_streams: streams, max_streams_per_client: (streams / 16).clamp(1, 64), ..self }
     }
 }
 

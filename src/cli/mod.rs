@@ -14,6 +14,7 @@ use skillcat_core::{
 };
 
 use crate::config::SourceArgs;
+use crate::limits::{ConnectionLimits, raise_descriptor_limit};
 use crate::listen::ListenAddr;
 use crate::observability::LogFormat;
 use crate::server::{ServeOptions, Server};
@@ -85,6 +86,16 @@ pub struct ServeArgs {
     /// How log lines are written (filter them with RUST_LOG).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SKILLCAT_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// Connections open at once [default: the limit on open files less 256 kept in reserve].
+    #[arg(long, value_name = "N", env = "SKILLCAT_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: Option<u32>,
+    /// GET /events streams open at once [default: half the connections].
+    #[arg(long, value_name = "N", env = "SKILLCAT_MAX_STREAMS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: Option<u32>,
+    /// GET /events streams open at once from one client address [default: a sixteenth of the
+    /// streams, at most 64].
+    #[arg(long, value_name = "N", env = "SKILLCAT_MAX_STREAMS_PER_CLIENT", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams_per_client: Option<u32>,
 }
 
 const DEFAULT_LISTEN: ListenAddr =
@@ -115,7 +126,11 @@ fn serve_main(args: ServeArgs) -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return fail(&anyhow::Error::new(error).context("cannot start the async runtime")),
     };
-    match runtime.block_on(serve(args)) {
+    let served = runtime.block_on(serve(args));
+    // A blocking task stuck in a system call (a read of a hung network filesystem) must not keep
+    // the process from exiting once the server has shut down.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(&error),
     }
@@ -141,6 +156,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let address = listen.resolve().with_context(|| format!("cannot resolve the address to listen on, {listen}"))?;
     let mut options = ServeOptions::new(address, sources);
     options.token_file = args.token_file;
+    if args.max_connections.is_some() || args.max_streams.is_some() || args.max_streams_per_client.is_some() {
+        let mut limits = match args.max_connections {
+            Some(connections) => ConnectionLimits::for_connections(connections as usize),
+            None => ConnectionLimits::for_descriptors(raise_descriptor_limit()),
+        };
+        if let Some(streams) = args.max_streams {
+            limits = limits.with_streams(streams as usize);
+        }
+        if let Some(per_client) = args.max_streams_per_client {
+            limits.max_streams_per_client = per_client as usize;
+        }
+        options.connections = Some(limits);
+    }
     options.live.rescan_interval =
         (args.rescan_interval > 0).then(|| std::time::Duration::from_secs(args.rescan_interval));
     let server = Server::bind(options).await?;

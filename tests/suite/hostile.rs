@@ -8,6 +8,7 @@ use skillcat::limits::ConnectionLimits;
 use tokio::net::{TcpSocket, TcpStream};
 
 use crate::support::http::{read_answer, read_to_close, write_all};
+use crate::support::process::ServeProcess;
 use crate::support::server::TestApp;
 use crate::support::skills::{skill_md, write_skill};
 use crate::support::wait::eventually;
@@ -96,4 +97,32 @@ async fn a_request_head_over_the_bound_is_431() {
     write_all(&stream, head.as_bytes()).await.expect("write");
     assert_eq!(read_answer(&stream).await.status, 200);
     app.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test]
+async fn the_caps_are_set_by_flags_and_logged() {
+    let server = ServeProcess::start(
+        &["serve", "--no-builtin", "--max-connections", "100", "--max-streams", "10", "--max-streams-per-client", "1"],
+        &[("SKILLCAT_LISTEN", "127.0.0.1:0")],
+        "info",
+    );
+    server.ready().await;
+    let limits: Vec<serde_json::Value> = server
+        .log()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["message"] == "connection limits")
+        .collect();
+    assert_eq!(limits.len(), 1, "{}", server.log());
+    assert_eq!(
+        (&limits[0]["connections"], &limits[0]["streams"], &limits[0]["streams_per_client"]),
+        (&100.into(), &10.into(), &1.into())
+    );
+    let first = reqwest::get(server.url("/events")).await.expect("GET /events");
+    assert_eq!(first.status(), 200);
+    let second = reqwest::get(server.url("/events")).await.expect("GET /events");
+    assert_eq!(second.status(), 429);
+    drop(first);
+    let (status, _) = server.terminate();
+    assert!(status.success());
 }
