@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use skillcat::config::SourceConfig;
+use skillcat::server::MAX_HEADER_BYTES;
 use tokio::net::TcpStream;
 
 use super::{assert_alive, two_skills};
@@ -37,8 +38,9 @@ async fn malformed_http_is_refused_and_the_server_survives() {
         ("conflicting Content-Lengths", load("Content-Length: 2\r\nContent-Length: 3\r\n", "{}"), Some(400)),
         ("unknown transfer coding", load("Transfer-Encoding: gzip\r\n", "{}"), Some(400)),
         ("bad chunk size", load("Transfer-Encoding: chunked\r\n", "zz\r\n{}\r\n0\r\n\r\n"), Some(400)),
-        // hyper reads headers into a buffer of about 400 KiB; beyond it the answer is 431.
-        ("100 KiB header", huge(100 * 1024), Some(200)),
+        // Request heads are bounded (`skillcat::server::MAX_HEADER_BYTES`); beyond, hyper answers 431.
+        ("header within the bound", huge(MAX_HEADER_BYTES / 2), Some(200)),
+        ("header over the bound", huge(MAX_HEADER_BYTES + 1), Some(431)),
         ("1 MiB header", huge(1 << 20), Some(431)),
     ];
     for (what, request, expected) in cases {
