@@ -61,6 +61,8 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("the request body is larger than 65536 bytes")]
     PayloadTooLarge,
+    #[error("the request body did not arrive in time")]
+    BodyTimeout,
     #[error("{0}")]
     InvalidBody(String),
     /// A source failed (for example a duplicate name inside one source): its message.
@@ -103,6 +105,7 @@ impl ApiError {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", "Unsupported media type")
             }
             PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large"),
+            BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body-timeout", "Request body timeout"),
             InvalidBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-body", "Invalid request body"),
             CatalogUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "catalog-unavailable", "Catalog unavailable"),
             NotReady => (StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready"),
@@ -174,6 +177,11 @@ impl IntoResponse for ApiError {
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"skillcat\", error=\"invalid_token\""),
                 );
+            }
+            // The connection is closed after these (RFC 9110 15.5.9 for 408): part of the body
+            // may still be on its way, and the server stopped reading it.
+            ApiError::Timeout | ApiError::BodyTimeout | ApiError::PayloadTooLarge => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

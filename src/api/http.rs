@@ -1,15 +1,22 @@
-//! Request parsing shared by the handlers: the skill name in the path, conditional headers and
-//! content negotiation for prepared bodies.
+//! Request parsing shared by the handlers: the skill name in the path, request bodies within
+//! their bounds, conditional headers and content negotiation for prepared bodies.
 
-use axum::extract::{FromRequestParts, Path};
+use std::time::Duration;
+
+use axum::body::{Bytes, HttpBody as _};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use headers::{HeaderMapExt as _, IfMatch, IfNoneMatch};
+use http_body_util::BodyExt as _;
 use skillcat_core::SkillName;
 
 use super::error::ApiError;
 use crate::catalog::PreparedBody;
+
+/// The largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The `{name}` of a skill route, valid by construction.
 #[derive(Debug)]
@@ -21,6 +28,40 @@ impl<S: Send + Sync> FromRequestParts<S> for SkillPath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let Path(name) = Path::<String>::from_request_parts(parts, state).await.map_err(|_| ApiError::InvalidName)?;
         SkillName::parse(name).map(SkillPath).map_err(|_| ApiError::InvalidName)
+    }
+}
+
+/// How long a request body may take to arrive once a handler starts reading it, set on the
+/// requests by the router ([`super::Limits::body_timeout`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline(pub Duration);
+
+/// A request body of at most [`MAX_BODY_BYTES`], read within the [`BodyDeadline`].
+///
+/// A body announced larger (`Content-Length`) is refused before it is read: hyper sends
+/// `100 Continue` to a client that expects it only when the body is first read, so such a client
+/// gets its 413 at once and never sends the body. A body that does not arrive in time is a 408,
+/// which frees the request's place among those in progress long before the request timeout.
+#[derive(Debug)]
+pub struct BoundedBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for BoundedBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
+        let deadline =
+            request.extensions().get::<BodyDeadline>().map_or(super::Limits::default().body_timeout, |d| d.0);
+        let body = request.into_body();
+        if body.size_hint().lower() > MAX_BODY_BYTES as u64 {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        let read = tokio::time::timeout(deadline, http_body_util::Limited::new(body, MAX_BODY_BYTES).collect());
+        match read.await {
+            Err(_) => Err(ApiError::BodyTimeout),
+            Ok(Ok(collected)) => Ok(BoundedBody(collected.to_bytes())),
+            Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge),
+            Ok(Err(_)) => Err(ApiError::MalformedJson("the body could not be read".into())),
+        }
     }
 }
 

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router};
 use tower::ServiceBuilder;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -27,7 +27,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, Problem};
-pub use skills::MAX_BODY_BYTES;
+pub use http::MAX_BODY_BYTES;
 
 use crate::app::App;
 
@@ -38,11 +38,14 @@ pub struct Limits {
     pub concurrency: usize,
     /// The longest a request may take.
     pub request_timeout: Duration,
+    /// The longest a request body (at most 64 KiB) may take to arrive once the handler reads it:
+    /// a client that sends it slowly would hold its place among the requests in progress.
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { concurrency: 1024, request_timeout: Duration::from_secs(10) }
+        Limits { concurrency: 1024, request_timeout: Duration::from_secs(10), body_timeout: Duration::from_secs(3) }
     }
 }
 
@@ -134,7 +137,9 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
             // `Router::layer` wraps every route and method separately: one shared semaphore makes
             // the limit hold for all of them together, not for each one.
             .layer(GlobalConcurrencyLimitLayer::new(limits.concurrency))
-            .timeout(limits.request_timeout),
+            .timeout(limits.request_timeout)
+            // For `BoundedBody`, which reads request bodies within it.
+            .layer(Extension(http::BodyDeadline(limits.body_timeout))),
     );
     Router::new()
         .merge(bounded)
