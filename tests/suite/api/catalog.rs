@@ -152,13 +152,20 @@ async fn gzip_bodies_decompress_to_the_identity_bodies() {
             .expect("valid gzip");
         assert_eq!(decoded, identity.body, "{path}");
 
-        for refused in ["gzip;q=0", "identity", "br", "gzip;q=0.0, identity"] {
+        // RFC 9110 12.5.3: an explicit weight of 0 refuses gzip even where `*` is acceptable, and
+        // `q` is case-insensitive. (The parser's own table is in src/api/http.rs.)
+        for refused in
+            ["gzip;q=0", "identity", "br", "gzip;q=0.0, identity", "gzip;q=0, *", "*, gzip;q=0", "gzip;Q=0", "*;q=0"]
+        {
             let answer = get(&app, path, &[("accept-encoding", refused)]).await;
             assert_eq!(answer.header("content-encoding"), None, "{path} with Accept-Encoding: {refused}");
             assert_eq!(answer.body, identity.body);
         }
-        let answer = get(&app, path, &[("accept-encoding", "br;q=1, GZIP;q=0.5")]).await;
-        assert_eq!(answer.header("content-encoding"), Some("gzip"));
+        for accepted in ["br;q=1, GZIP;q=0.5", "x-gzip", "*", "br, *;q=0.5"] {
+            let answer = get(&app, path, &[("accept-encoding", accepted)]).await;
+            assert_eq!(answer.header("content-encoding"), Some("gzip"), "{path} with Accept-Encoding: {accepted}");
+            assert_eq!(answer.body, compressed.body);
+        }
 
         // A client that decodes gzip itself sees the identity body.
         let decoding = reqwest::Client::builder().gzip(true).build().expect("client");
