@@ -35,6 +35,7 @@ pub mod responses {
         UnknownSkill = 404, "No such skill";
         Changed = 409, "The skill changed or vanished; refresh discovery and retry";
         PreconditionFailed = 412, "An If-Match header does not name the skill's current tag";
+        RepresentationPreconditionFailed = 412, "An If-Match header names no current representation's tag";
         Unavailable = 503, "The catalog is unavailable: a source failed, or the first discovery is still running";
     }
 }
@@ -53,6 +54,8 @@ pub enum ApiError {
     Changed(String),
     #[error("the skill's current etag does not match If-Match")]
     PreconditionFailed,
+    #[error("If-Match names no current representation of this resource")]
+    NoMatchingRepresentation,
     #[error("the request body is not valid JSON: {0}")]
     MalformedJson(String),
     #[error("{0}")]
@@ -98,7 +101,9 @@ impl ApiError {
             RouteNotFound => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed"),
             Changed(_) => (StatusCode::CONFLICT, "skill-changed", "Skill changed"),
-            PreconditionFailed => (StatusCode::PRECONDITION_FAILED, "precondition-failed", "Precondition failed"),
+            PreconditionFailed | NoMatchingRepresentation => {
+                (StatusCode::PRECONDITION_FAILED, "precondition-failed", "Precondition failed")
+            }
             MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON"),
             BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request", "Bad request"),
             UnsupportedMediaType => {

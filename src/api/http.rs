@@ -148,24 +148,49 @@ fn qvalue(text: &str) -> Option<Weight> {
     }
 }
 
-/// A prepared body, honouring `If-None-Match` (304) and `Accept-Encoding`.
-pub fn prepared(headers: &HeaderMap, body: &PreparedBody, content_type: &'static str) -> Response {
-    let common = [
-        (header::ETAG, body.etag_header.clone()),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        (header::VARY, HeaderValue::from_static("accept-encoding")),
-    ];
-    if not_modified(headers, &body.tag) {
-        return (StatusCode::NOT_MODIFIED, common).into_response();
+/// One representation of a prepared body.
+struct Representation<'a> {
+    bytes: &'a Bytes,
+    tag: &'a headers::ETag,
+    etag_header: &'a HeaderValue,
+    gzip: bool,
+}
+
+/// A prepared body, negotiated and conditional.
+///
+/// The candidates are the gzip representation when the client prefers it and one exists, then
+/// the identity (always acceptable: a server may send it when nothing else fits). `If-Match`
+/// keeps the candidates it names (412 if none); a candidate `If-None-Match` names is answered 304
+/// under its own tag, so a client holding either representation it accepts revalidates without
+/// a body; otherwise the first candidate is sent.
+pub fn prepared(headers: &HeaderMap, body: &PreparedBody, content_type: &'static str) -> Result<Response, ApiError> {
+    let identity = Representation { bytes: &body.bytes, tag: &body.tag, etag_header: &body.etag_header, gzip: false };
+    let gzip = body.gzip().filter(|_| AcceptEncoding::parse(headers).prefers_gzip()).map(|gzip| Representation {
+        bytes: &gzip.bytes,
+        tag: &gzip.tag,
+        etag_header: &gzip.etag_header,
+        gzip: true,
+    });
+    let candidates = [gzip, Some(identity)];
+    let mut allowed = candidates.iter().flatten().filter(|candidate| precondition_holds(headers, candidate.tag));
+    let first = allowed.clone().next().ok_or(ApiError::NoMatchingRepresentation)?;
+    let common = |chosen: &Representation<'_>| {
+        [
+            (header::ETAG, chosen.etag_header.clone()),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (header::VARY, HeaderValue::from_static("accept-encoding")),
+        ]
+    };
+    if let Some(held) = allowed.find(|candidate| not_modified(headers, candidate.tag)) {
+        return Ok((StatusCode::NOT_MODIFIED, common(held)).into_response());
     }
     let content_type = [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))];
-    match body.gzip() {
-        Some(gzip) if AcceptEncoding::parse(headers).prefers_gzip() => {
-            let encoding = [(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))];
-            (common, content_type, encoding, gzip.clone()).into_response()
-        }
-        _ => (common, content_type, body.bytes.clone()).into_response(),
-    }
+    Ok(if first.gzip {
+        let encoding = [(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))];
+        (common(first), content_type, encoding, first.bytes.clone()).into_response()
+    } else {
+        (common(first), content_type, first.bytes.clone()).into_response()
+    })
 }
 
 #[cfg(test)]

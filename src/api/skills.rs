@@ -28,31 +28,33 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
 /// skipped.
 #[utoipa::path(get, path = "/skills", tag = "skills",
     params(
-        ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
         (status = 200, description = "The catalog", body = CatalogBody,
-            headers(("ETag" = String, description = "Strong tag of the catalog"))),
+            headers(("ETag" = String, description = "Strong tag of the catalog (the body's etag); the gzip representation has its own"))),
         (status = 304, description = "The client's copy is current"),
+        responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
 async fn list_skills(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
-    Ok(prepared(&headers, &snapshot.ready()?.listing, "application/json"))
+    prepared(&headers, &snapshot.ready()?.listing, "application/json")
 }
 
 /// One skill, as `GET /skills` lists it.
 #[utoipa::path(get, path = "/skills/{name}", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
         (status = 200, description = "The skill", body = SkillEntry,
-            headers(("ETag" = String, description = "The skill's tag"))),
+            headers(("ETag" = String, description = "The skill's tag; the gzip representation has its own"))),
         (status = 304, description = "The client's copy is current"),
         responses::InvalidName,
         responses::UnknownSkill,
+        responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
 async fn get_skill(
@@ -62,14 +64,14 @@ async fn get_skill(
 ) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&name)?;
-    Ok(prepared(&headers, &skill.body, "application/json"))
+    prepared(&headers, &skill.body, "application/json")
 }
 
 /// The skill's whole `SKILL.md`, read now.
 #[utoipa::path(get, path = "/skills/{name}/content", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
         (status = 200, description = "The content", body = String, content_type = "text/markdown; charset=utf-8",

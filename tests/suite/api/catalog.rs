@@ -117,7 +117,7 @@ async fn two_servers_on_the_same_files_give_the_same_tags() {
 // Compression
 
 /// A directory source with `count` skills whose listing is well over 1 KiB.
-fn many_skills(count: usize) -> tempfile::TempDir {
+pub(super) fn many_skills(count: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     for index in 0..count {
         let name = format!("skill-{index:03}");
@@ -144,7 +144,11 @@ async fn gzip_bodies_decompress_to_the_identity_bodies() {
         assert_eq!(compressed.status, 200);
         assert_eq!(compressed.header("content-encoding"), Some("gzip"), "{path}");
         assert_eq!(compressed.header("vary"), Some("accept-encoding"));
-        assert_eq!(compressed.header("etag"), identity.header("etag"), "one representation, one tag");
+        // Two representations, two strong tags: the identity tag with `-gzip` inside the quotes.
+        let tag = identity.header("etag").expect("ETag");
+        let gzip_tag = format!("{}-gzip\"", &tag[..tag.len() - 1]);
+        assert_eq!(compressed.header("etag"), Some(gzip_tag.as_str()), "{path}");
+        assert_strong_etag(&gzip_tag);
         assert_eq!(compressed.header("content-type"), identity.header("content-type"));
         assert!(compressed.body.len() < identity.body.len());
         let mut decoded = Vec::new();
@@ -159,11 +163,13 @@ async fn gzip_bodies_decompress_to_the_identity_bodies() {
         {
             let answer = get(&app, path, &[("accept-encoding", refused)]).await;
             assert_eq!(answer.header("content-encoding"), None, "{path} with Accept-Encoding: {refused}");
+            assert_eq!(answer.header("etag"), Some(tag), "{path} with Accept-Encoding: {refused}");
             assert_eq!(answer.body, identity.body);
         }
         for accepted in ["br;q=1, GZIP;q=0.5", "x-gzip", "*", "br, *;q=0.5"] {
             let answer = get(&app, path, &[("accept-encoding", accepted)]).await;
             assert_eq!(answer.header("content-encoding"), Some("gzip"), "{path} with Accept-Encoding: {accepted}");
+            assert_eq!(answer.header("etag"), Some(gzip_tag.as_str()), "{path} with Accept-Encoding: {accepted}");
             assert_eq!(answer.body, compressed.body);
         }
 
