@@ -66,6 +66,9 @@ pub enum ApiError {
     PayloadTooLarge,
     #[error("the request body did not arrive in time")]
     BodyTimeout,
+    /// RFC 9112 3.2: what is wrong with the request's `Host` header.
+    #[error("{0}")]
+    InvalidHost(&'static str),
     #[error("{0}")]
     InvalidBody(String),
     /// A source failed (for example a duplicate name inside one source): its message.
@@ -111,6 +114,7 @@ impl ApiError {
             }
             PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large"),
             BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body-timeout", "Request body timeout"),
+            InvalidHost(_) => (StatusCode::BAD_REQUEST, "invalid-host", "Invalid Host header"),
             InvalidBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-body", "Invalid request body"),
             CatalogUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "catalog-unavailable", "Catalog unavailable"),
             NotReady => (StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready"),

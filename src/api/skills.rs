@@ -196,7 +196,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
     request_body(content = LoadRequest, content_type = "application/json", description = "Optional: an empty body (or no token_limit) takes the default limit of 10000"),
     responses(
         (status = 200, description = "The budgeted load", body = LoadResult),
-        (status = 400, description = "Invalid skill name or malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid skill name, malformed JSON", body = Problem, content_type = "application/problem+json"),
         responses::UnknownSkill,
         responses::Changed,
         responses::PreconditionFailed,
