@@ -35,6 +35,7 @@ pub mod responses {
         UnknownSkill = 404, "No such skill";
         Changed = 409, "The skill changed or vanished; refresh discovery and retry";
         PreconditionFailed = 412, "An If-Match header does not name the skill's current tag";
+        RepresentationPreconditionFailed = 412, "An If-Match header names no current representation's tag";
         Unavailable = 503, "The catalog is unavailable: a source failed, or the first discovery is still running";
     }
 }
@@ -53,6 +54,8 @@ pub enum ApiError {
     Changed(String),
     #[error("the skill's current etag does not match If-Match")]
     PreconditionFailed,
+    #[error("If-Match names no current representation of this resource")]
+    NoMatchingRepresentation,
     #[error("the request body is not valid JSON: {0}")]
     MalformedJson(String),
     #[error("{0}")]
@@ -63,6 +66,11 @@ pub enum ApiError {
     PayloadTooLarge,
     #[error("the request target is longer than {} bytes", super::MAX_URI_BYTES)]
     UriTooLong,
+    #[error("the request body did not arrive in time")]
+    BodyTimeout,
+    /// RFC 9112 3.2: what is wrong with the request's `Host` header.
+    #[error("{0}")]
+    InvalidHost(&'static str),
     #[error("{0}")]
     InvalidBody(String),
     /// A source failed (for example a duplicate name inside one source): its message.
@@ -98,7 +106,9 @@ impl ApiError {
             RouteNotFound => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed"),
             Changed(_) => (StatusCode::CONFLICT, "skill-changed", "Skill changed"),
-            PreconditionFailed => (StatusCode::PRECONDITION_FAILED, "precondition-failed", "Precondition failed"),
+            PreconditionFailed | NoMatchingRepresentation => {
+                (StatusCode::PRECONDITION_FAILED, "precondition-failed", "Precondition failed")
+            }
             MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON"),
             BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request", "Bad request"),
             UnsupportedMediaType => {
@@ -106,6 +116,8 @@ impl ApiError {
             }
             PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload-too-large", "Payload too large"),
             UriTooLong => (StatusCode::URI_TOO_LONG, "uri-too-long", "URI too long"),
+            BodyTimeout => (StatusCode::REQUEST_TIMEOUT, "body-timeout", "Request body timeout"),
+            InvalidHost(_) => (StatusCode::BAD_REQUEST, "invalid-host", "Invalid Host header"),
             InvalidBody(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid-body", "Invalid request body"),
             CatalogUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "catalog-unavailable", "Catalog unavailable"),
             NotReady => (StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready"),
@@ -177,6 +189,11 @@ impl IntoResponse for ApiError {
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Bearer realm=\"skillcat\", error=\"invalid_token\""),
                 );
+            }
+            // The connection is closed after these (RFC 9110 15.5.9 for 408): part of the body
+            // may still be on its way, and the server stopped reading it.
+            ApiError::Timeout | ApiError::BodyTimeout | ApiError::PayloadTooLarge => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             _ => {}
         }

@@ -1,15 +1,22 @@
-//! Request parsing shared by the handlers: the skill name in the path, conditional headers and
-//! content negotiation for prepared bodies.
+//! Request parsing shared by the handlers: the skill name in the path, request bodies within
+//! their bounds, conditional headers and content negotiation for prepared bodies.
 
-use axum::extract::{FromRequestParts, Path};
+use std::time::Duration;
+
+use axum::body::{Bytes, HttpBody as _};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use headers::{HeaderMapExt as _, IfMatch, IfNoneMatch};
+use http_body_util::BodyExt as _;
 use skillcat_core::SkillName;
 
 use super::error::ApiError;
 use crate::catalog::PreparedBody;
+
+/// The largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The `{name}` of a skill route, valid by construction.
 #[derive(Debug)]
@@ -24,6 +31,40 @@ impl<S: Send + Sync> FromRequestParts<S> for SkillPath {
     }
 }
 
+/// How long a request body may take to arrive once a handler starts reading it, set on the
+/// requests by the router ([`super::Limits::body_timeout`]).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyDeadline(pub Duration);
+
+/// A request body of at most [`MAX_BODY_BYTES`], read within the [`BodyDeadline`].
+///
+/// A body announced larger (`Content-Length`) is refused before it is read: hyper sends
+/// `100 Continue` to a client that expects it only when the body is first read, so such a client
+/// gets its 413 at once and never sends the body. A body that does not arrive in time is a 408,
+/// which frees the request's place among those in progress long before the request timeout.
+#[derive(Debug)]
+pub struct BoundedBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for BoundedBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
+        let deadline =
+            request.extensions().get::<BodyDeadline>().map_or(super::Limits::default().body_timeout, |d| d.0);
+        let body = request.into_body();
+        if body.size_hint().lower() > MAX_BODY_BYTES as u64 {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        let read = tokio::time::timeout(deadline, http_body_util::Limited::new(body, MAX_BODY_BYTES).collect());
+        match read.await {
+            Err(_) => Err(ApiError::BodyTimeout),
+            Ok(Ok(collected)) => Ok(BoundedBody(collected.to_bytes())),
+            Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(ApiError::PayloadTooLarge),
+            Ok(Err(_)) => Err(ApiError::MalformedJson("the body could not be read".into())),
+        }
+    }
+}
+
 /// `If-None-Match` (weak comparison): whether the client's copy is current.
 pub fn not_modified(headers: &HeaderMap, etag: &headers::ETag) -> bool {
     headers.typed_get::<IfNoneMatch>().is_some_and(|condition| !condition.precondition_passes(etag))
@@ -35,41 +76,121 @@ pub fn precondition_holds(headers: &HeaderMap, etag: &headers::ETag) -> bool {
     headers.typed_get::<IfMatch>().is_none_or(|condition| condition.precondition_passes(etag))
 }
 
-fn header_values<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> impl Iterator<Item = &'a str> {
-    // A header that is not visible ASCII matches nothing rather than failing the request.
-    headers.get_all(name).iter().filter_map(|value| value.to_str().ok())
+/// A weight (`q=`) in thousandths, 0 to 1000.
+type Weight = u16;
+
+/// What an `Accept-Encoding` header (RFC 9110 12.5.3) says about the codings a prepared body has:
+/// the weight it gives gzip (or its alias `x-gzip`), identity and `*`, where it names them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct AcceptEncoding {
+    gzip: Option<Weight>,
+    identity: Option<Weight>,
+    any: Option<Weight>,
 }
 
-/// Whether the client accepts gzip (`Accept-Encoding: gzip` without `q=0`).
-fn accepts_gzip(headers: &HeaderMap) -> bool {
-    header_values(headers, &header::ACCEPT_ENCODING).flat_map(|value| value.split(',')).any(|coding| {
-        let mut parts = coding.split(';').map(str::trim);
-        let name = parts.next().unwrap_or_default();
-        let zero = parts.any(|parameter| {
-            parameter.strip_prefix("q=").is_some_and(|q| q.trim().parse::<f32>().is_ok_and(|q| q <= 0.0))
-        });
-        (name.eq_ignore_ascii_case("gzip") || name == "*") && !zero
-    })
+impl AcceptEncoding {
+    /// Reads every `Accept-Encoding` line as one list. A coding named twice gets the lower
+    /// weight, and a weight that cannot be read counts as 0: when in doubt, identity.
+    fn parse(headers: &HeaderMap) -> Self {
+        let mut accept = AcceptEncoding::default();
+        // A line that is not visible ASCII names nothing.
+        let lines = headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|value| value.to_str().ok());
+        for element in lines.flat_map(|line| line.split(',')) {
+            let mut parts = element.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or_default();
+            let slot = if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+                &mut accept.gzip
+            } else if coding.eq_ignore_ascii_case("identity") {
+                &mut accept.identity
+            } else if coding == "*" {
+                &mut accept.any
+            } else {
+                continue;
+            };
+            // Only `q` is defined for Accept-Encoding; other parameters are ignored.
+            let weight = parts
+                .filter(|parameter| {
+                    let name = parameter.split('=').next().unwrap_or_default();
+                    name.trim_end().eq_ignore_ascii_case("q")
+                })
+                .map(|parameter| parameter.split_once('=').and_then(|(_, value)| qvalue(value.trim())).unwrap_or(0))
+                .min()
+                .unwrap_or(1000);
+            *slot = Some(slot.map_or(weight, |known| known.min(weight)));
+        }
+        accept
+    }
+
+    /// Whether to send gzip: the client gives it a weight above 0, by name or else through `*`
+    /// (an explicit `gzip;q=0` excludes it whatever `*` says), and does not name identity with a
+    /// higher weight.
+    fn prefers_gzip(&self) -> bool {
+        let gzip = self.gzip.or(self.any).unwrap_or(0);
+        gzip > 0 && self.identity.is_none_or(|identity| identity <= gzip)
+    }
 }
 
-/// A prepared body, honouring `If-None-Match` (304) and `Accept-Encoding`.
-pub fn prepared(headers: &HeaderMap, body: &PreparedBody, content_type: &'static str) -> Response {
-    let common = [
-        (header::ETAG, body.etag_header.clone()),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        (header::VARY, HeaderValue::from_static("accept-encoding")),
-    ];
-    if not_modified(headers, &body.tag) {
-        return (StatusCode::NOT_MODIFIED, common).into_response();
+/// A `qvalue` (RFC 9110 12.4.2): `0` or `1` with up to three decimals, at most 1.
+fn qvalue(text: &str) -> Option<Weight> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    let thousandths = fraction
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(3)
+        .fold(0, |sum, digit| sum * 10 + Weight::from(digit - b'0'));
+    match whole {
+        "0" => Some(thousandths),
+        "1" if thousandths == 0 => Some(1000),
+        _ => None,
+    }
+}
+
+/// One representation of a prepared body.
+struct Representation<'a> {
+    bytes: &'a Bytes,
+    tag: &'a headers::ETag,
+    etag_header: &'a HeaderValue,
+    gzip: bool,
+}
+
+/// A prepared body, negotiated and conditional.
+///
+/// The candidates are the gzip representation when the client prefers it and one exists, then
+/// the identity (always acceptable: a server may send it when nothing else fits). `If-Match`
+/// keeps the candidates it names (412 if none); a candidate `If-None-Match` names is answered 304
+/// under its own tag, so a client holding either representation it accepts revalidates without
+/// a body; otherwise the first candidate is sent.
+pub fn prepared(headers: &HeaderMap, body: &PreparedBody, content_type: &'static str) -> Result<Response, ApiError> {
+    let identity = Representation { bytes: &body.bytes, tag: &body.tag, etag_header: &body.etag_header, gzip: false };
+    let gzip = body.gzip().filter(|_| AcceptEncoding::parse(headers).prefers_gzip()).map(|gzip| Representation {
+        bytes: &gzip.bytes,
+        tag: &gzip.tag,
+        etag_header: &gzip.etag_header,
+        gzip: true,
+    });
+    let candidates = [gzip, Some(identity)];
+    let mut allowed = candidates.iter().flatten().filter(|candidate| precondition_holds(headers, candidate.tag));
+    let first = allowed.clone().next().ok_or(ApiError::NoMatchingRepresentation)?;
+    let common = |chosen: &Representation<'_>| {
+        [
+            (header::ETAG, chosen.etag_header.clone()),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (header::VARY, HeaderValue::from_static("accept-encoding")),
+        ]
+    };
+    if let Some(held) = allowed.find(|candidate| not_modified(headers, candidate.tag)) {
+        return Ok((StatusCode::NOT_MODIFIED, common(held)).into_response());
     }
     let content_type = [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))];
-    match body.gzip() {
-        Some(gzip) if accepts_gzip(headers) => {
-            let encoding = [(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))];
-            (common, content_type, encoding, gzip.clone()).into_response()
-        }
-        _ => (common, content_type, body.bytes.clone()).into_response(),
-    }
+    Ok(if first.gzip {
+        let encoding = [(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"))];
+        (common(first), content_type, encoding, first.bytes.clone()).into_response()
+    } else {
+        (common(first), content_type, first.bytes.clone()).into_response()
+    })
 }
 
 #[cfg(test)]
@@ -111,9 +232,98 @@ mod tests {
 
     #[test]
     fn gzip_negotiation() {
-        assert!(accepts_gzip(&headers(header::ACCEPT_ENCODING, "br, gzip;q=0.5")));
-        assert!(!accepts_gzip(&headers(header::ACCEPT_ENCODING, "gzip;q=0")));
-        assert!(!accepts_gzip(&headers(header::ACCEPT_ENCODING, "identity")));
-        assert!(!accepts_gzip(&HeaderMap::new()));
+        // Each row: an Accept-Encoding value (`None`: no header) and whether gzip is sent.
+        let table: &[(Option<&str>, bool)] = &[
+            (None, false),
+            (Some(""), false),
+            (Some("gzip"), true),
+            (Some("GZip"), true),
+            (Some("x-gzip"), true),
+            (Some("X-GZIP;q=0.2"), true),
+            (Some("br, gzip;q=0.5"), true),
+            (Some("br;q=1, GZIP;q=0.5"), true),
+            (Some("gzip;q=0.001"), true),
+            (Some("gzip;q=1.000"), true),
+            (Some("gzip ; q=0.5"), true),
+            (Some("gzip;level=9"), true),
+            (Some("*"), true),
+            (Some("br, *;q=0.1"), true),
+            (Some(",, gzip ,"), true),
+            // An explicit weight of 0 excludes gzip, in any case and spelling, whatever `*` says.
+            (Some("gzip;q=0"), false),
+            (Some("gzip;Q=0"), false),
+            (Some("gzip; q=0.000"), false),
+            (Some("gzip;q=0."), false),
+            (Some("x-gzip;q=0"), false),
+            (Some("gzip;q=0, *"), false),
+            (Some("*, gzip;q=0"), false),
+            (Some("*, x-gzip;q=0"), false),
+            (Some("*;q=0"), false),
+            (Some("*;q=0, br"), false),
+            (Some("identity"), false),
+            (Some("br, deflate"), false),
+            // Named twice: the lower weight.
+            (Some("gzip, gzip;q=0"), false),
+            (Some("gzip, x-gzip;q=0"), false),
+            // Identity named with a higher weight is preferred; an equal one is not.
+            (Some("gzip;q=0.5, identity"), false),
+            (Some("gzip;q=0.5, identity;q=0.5"), true),
+            (Some("gzip, identity;q=0.5"), true),
+            (Some("identity;q=0, gzip"), true),
+            // A weight that cannot be read counts as 0.
+            (Some("gzip;q=nonsense"), false),
+            (Some("gzip;q=2"), false),
+            (Some("gzip;q=1.5"), false),
+            (Some("gzip;q=0.0001"), false),
+            (Some("gzip;q=-1"), false),
+            (Some("gzip;q=.5"), false),
+            (Some("gzip;q="), false),
+            (Some("gzip;q"), false),
+            (Some("gzip;q=\"1\""), false),
+            (Some("gzip;q=0.5;q=0"), false),
+            (Some("*;q=nonsense"), false),
+            (Some("gzip;q=nonsense, *"), false),
+            // Not a coding we have.
+            (Some("gzipx"), false),
+            (Some("compress, gzip-like"), false),
+        ];
+        for &(value, expected) in table {
+            let map = value.map_or_else(HeaderMap::new, |value| headers(header::ACCEPT_ENCODING, value));
+            assert_eq!(AcceptEncoding::parse(&map).prefers_gzip(), expected, "Accept-Encoding: {value:?}");
+        }
+        // Several lines are one list.
+        let mut lines = headers(header::ACCEPT_ENCODING, "*");
+        lines.append(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip;q=0"));
+        assert!(!AcceptEncoding::parse(&lines).prefers_gzip());
+        // A line that is not visible ASCII names nothing; the others still count.
+        let mut lines = headers(header::ACCEPT_ENCODING, "gzip");
+        lines.append(header::ACCEPT_ENCODING, HeaderValue::from_bytes(b"gzip;q=0\xff").unwrap());
+        assert!(AcceptEncoding::parse(&lines).prefers_gzip());
+    }
+
+    #[test]
+    fn qvalues() {
+        let table = [
+            ("0", Some(0)),
+            ("0.", Some(0)),
+            ("0.5", Some(500)),
+            ("0.05", Some(50)),
+            ("0.123", Some(123)),
+            ("1", Some(1000)),
+            ("1.", Some(1000)),
+            ("1.000", Some(1000)),
+            ("1.001", None),
+            ("0.1234", None),
+            ("2", None),
+            ("", None),
+            (".5", None),
+            ("00.5", None),
+            ("0,5", None),
+            ("0.5e0", None),
+            ("+0.5", None),
+        ];
+        for (text, expected) in table {
+            assert_eq!(qvalue(text), expected, "q={text}");
+        }
     }
 }

@@ -20,15 +20,16 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
 /// estimated tokens, with an omission notice when they do not all fit.
 #[utoipa::path(get, path = "/manifest", tag = "catalog",
     params(
-        ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
         (status = 200, description = "The manifest", body = String, content_type = "text/plain; charset=utf-8",
-            headers(("ETag" = String, description = "Strong tag of the manifest"))),
+            headers(("ETag" = String, description = "Strong tag of the manifest; the gzip representation has its own"))),
         (status = 304, description = "The client's copy is current"),
+        responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
 async fn manifest(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
-    Ok(prepared(&headers, &snapshot.ready()?.manifest, "text/plain; charset=utf-8"))
+    prepared(&headers, &snapshot.ready()?.manifest, "text/plain; charset=utf-8")
 }

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Router};
 use tower::ServiceBuilder;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -27,7 +27,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 pub use error::{ApiError, Problem};
-pub use skills::MAX_BODY_BYTES;
+pub use http::MAX_BODY_BYTES;
 
 use crate::app::App;
 
@@ -44,11 +44,14 @@ pub struct Limits {
     pub concurrency: usize,
     /// The longest a request may take.
     pub request_timeout: Duration,
+    /// The longest a request body (at most 64 KiB) may take to arrive once the handler reads it:
+    /// a client that sends it slowly would hold its place among the requests in progress.
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { concurrency: 1024, request_timeout: Duration::from_secs(10) }
+        Limits { concurrency: 1024, request_timeout: Duration::from_secs(10), body_timeout: Duration::from_secs(3) }
     }
 }
 
@@ -83,6 +86,7 @@ pub fn openapi_document() -> String {
         body.required = Some(utoipa::openapi::Required::False);
     }
     declare_bearer_auth(&mut document);
+    declare_host_requirement(&mut document);
     document.to_pretty_json().expect("the document serializes") + "\n"
 }
 
@@ -119,6 +123,32 @@ fn declare_bearer_auth(document: &mut utoipa::openapi::OpenApi) {
     }
 }
 
+/// The 400 every operation gives a request whose `Host` header is missing, repeated or invalid
+/// (`require_one_host`); an operation that documents a 400 already says so in its description.
+fn declare_host_requirement(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+
+    const WHY: &str = "a missing, repeated or invalid Host header";
+    let bad_host = ResponseBuilder::new()
+        .description(format!("Bad request: {WHY}"))
+        .content(
+            "application/problem+json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build(),
+        )
+        .build();
+    for item in document.paths.paths.values_mut() {
+        for operation in [&mut item.get, &mut item.post].into_iter().flatten() {
+            match operation.responses.responses.get_mut("400") {
+                Some(RefOr::T(response)) => response.description = format!("{}, or {WHY}", response.description),
+                Some(RefOr::Ref(_)) => {}
+                None => {
+                    operation.responses.responses.insert("400".to_owned(), bad_host.clone().into());
+                }
+            }
+        }
+    }
+}
+
 /// The whole application: every route with every layer. A 5xx is an expected state here (not
 /// ready, a failed source, at capacity), so the trace layer logs failures at debug level; real
 /// internal errors are logged where they happen.
@@ -140,7 +170,9 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
             // `Router::layer` wraps every route and method separately: one shared semaphore makes
             // the limit hold for all of them together, not for each one.
             .layer(GlobalConcurrencyLimitLayer::new(limits.concurrency))
-            .timeout(limits.request_timeout),
+            .timeout(limits.request_timeout)
+            // For `BoundedBody`, which reads request bodies within it.
+            .layer(Extension(http::BodyDeadline(limits.body_timeout))),
     );
     Router::new()
         .merge(bounded)
@@ -152,6 +184,8 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
         .layer(middleware::from_fn_with_state(Arc::clone(&app), auth::require_token))
         // Before authentication, as hyper's own limits on the request head are.
         .layer(middleware::from_fn(refuse_long_uris))
+        // Before authentication, as hyper's own checks of the request head are.
+        .layer(middleware::from_fn(require_one_host))
         // Outermost but for tracing: refusals count too.
         .layer(middleware::from_fn_with_state(Arc::clone(&app), record_metrics))
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -210,6 +244,43 @@ async fn refuse_long_uris(request: Request, next: Next) -> Response {
         return ApiError::UriTooLong.into_response();
     }
     next.run(request).await
+}
+
+/// RFC 9112 3.2: an HTTP/1.1 request without a `Host` header, any request with two, and a
+/// `Host` that is not a host and optional port are refused with 400, before authentication.
+async fn require_one_host(request: Request, next: Next) -> Response {
+    match check_host(request.version(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+fn check_host(version: Version, headers: &HeaderMap) -> Result<(), ApiError> {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        // HTTP/1.0 had no Host header.
+        (None, _) if version <= Version::HTTP_10 => return Ok(()),
+        (None, _) => return Err(ApiError::InvalidHost("an HTTP/1.1 request needs a Host header")),
+        (Some(_), Some(_)) => return Err(ApiError::InvalidHost("a request may carry only one Host header")),
+        (Some(host), None) => host.as_bytes(),
+    };
+    if is_host_and_port(host) {
+        Ok(())
+    } else {
+        Err(ApiError::InvalidHost("the Host header is not a host and optional port"))
+    }
+}
+
+/// `uri-host [ ":" port ]`: an authority without user information, whose port is digits. An
+/// empty host cannot name an `http` target (RFC 9110 4.2.1).
+fn is_host_and_port(value: &[u8]) -> bool {
+    let Ok(authority) = axum::http::uri::Authority::try_from(value) else {
+        return false;
+    };
+    let text = authority.as_str();
+    // What follows the host: after an IPv6 literal's closing bracket, if there is one.
+    let rest = text.rfind(']').map_or(text, |end| &text[end + 1..]);
+    !text.contains('@') && rest.rsplit_once(':').is_none_or(|(_, port)| port.bytes().all(|byte| byte.is_ascii_digit()))
 }
 
 /// Errors made by the framework rather than a handler (405, a rejected body) get the same

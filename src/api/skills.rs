@@ -3,7 +3,6 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -13,12 +12,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem, responses};
-use super::http::{SkillPath, not_modified, precondition_holds, prepared};
+use super::http::{BoundedBody, SkillPath, not_modified, precondition_holds, prepared};
 use crate::app::App;
 use crate::catalog::{CatalogBody, SkillEntry};
-
-/// The largest request body accepted.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()
@@ -32,31 +28,33 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
 /// skipped.
 #[utoipa::path(get, path = "/skills", tag = "skills",
     params(
-        ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
         (status = 200, description = "The catalog", body = CatalogBody,
-            headers(("ETag" = String, description = "Strong tag of the catalog"))),
+            headers(("ETag" = String, description = "Strong tag of the catalog (the body's etag); the gzip representation has its own"))),
         (status = 304, description = "The client's copy is current"),
+        responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
 async fn list_skills(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
-    Ok(prepared(&headers, &snapshot.ready()?.listing, "application/json"))
+    prepared(&headers, &snapshot.ready()?.listing, "application/json")
 }
 
 /// One skill, as `GET /skills` lists it.
 #[utoipa::path(get, path = "/skills/{name}", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
         (status = 200, description = "The skill", body = SkillEntry,
-            headers(("ETag" = String, description = "The skill's tag"))),
+            headers(("ETag" = String, description = "The skill's tag; the gzip representation has its own"))),
         (status = 304, description = "The client's copy is current"),
         responses::InvalidName,
         responses::UnknownSkill,
+        responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
 async fn get_skill(
@@ -66,14 +64,14 @@ async fn get_skill(
 ) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&name)?;
-    Ok(prepared(&headers, &skill.body, "application/json"))
+    prepared(&headers, &skill.body, "application/json")
 }
 
 /// The skill's whole `SKILL.md`, read now.
 #[utoipa::path(get, path = "/skills/{name}/content", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("If-None-Match" = Option<String>, Header, description = "A tag from an earlier answer; 304 if still current"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
         (status = 200, description = "The content", body = String, content_type = "text/markdown; charset=utf-8",
@@ -136,12 +134,7 @@ pub struct LoadResult {
 
 /// Reads the body of a load: empty, or a JSON object with an optional integer `token_limit`.
 /// A body that is not JSON is a 400; JSON of another shape, or other values, a 422.
-async fn load_request(headers: &HeaderMap, body: Body) -> Result<TokenLimit, ApiError> {
-    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|error| {
-        let too_large =
-            std::error::Error::source(&error).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-        if too_large { ApiError::PayloadTooLarge } else { ApiError::MalformedJson("the body could not be read".into()) }
-    })?;
+fn load_request(headers: &HeaderMap, bytes: &[u8]) -> Result<TokenLimit, ApiError> {
     if bytes.is_empty() {
         return Ok(TokenLimit::DEFAULT);
     }
@@ -156,9 +149,9 @@ async fn load_request(headers: &HeaderMap, body: Body) -> Result<TokenLimit, Api
     let malformed = |error: serde_json::Error| ApiError::MalformedJson(error.to_string());
     // The syntax first, then the shape: a body cut short is malformed even where its start
     // already names a field twice.
-    serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).map_err(malformed)?;
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(malformed)?;
     let Object(request): Object<LoadRequest> =
-        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(&bytes)).map_err(|error| {
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes)).map_err(|error| {
             let path = error.path().to_string();
             let error = error.into_inner();
             match (error.classify(), path.as_str()) {
@@ -203,11 +196,12 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
     request_body(content = LoadRequest, content_type = "application/json", description = "Optional: an empty body (or no token_limit) takes the default limit of 10000"),
     responses(
         (status = 200, description = "The budgeted load", body = LoadResult),
-        (status = 400, description = "Invalid skill name or malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid skill name, malformed JSON", body = Problem, content_type = "application/problem+json"),
         responses::UnknownSkill,
         responses::Changed,
         responses::PreconditionFailed,
-        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 408, description = "The body did not arrive within the body deadline (a few seconds), or the request took longer than the request timeout", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB; a Content-Length over it is refused before 100 Continue", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "A body that is not application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "token_limit is not an integer from 1 to 100000, or an unknown field", body = Problem, content_type = "application/problem+json"),
         responses::Unavailable,
@@ -216,9 +210,9 @@ async fn load_skill(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
     headers: HeaderMap,
-    body: Body,
+    BoundedBody(body): BoundedBody,
 ) -> Result<Response, ApiError> {
-    let limit = load_request(&headers, body).await?;
+    let limit = load_request(&headers, &body)?;
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&name)?;
     if !precondition_holds(&headers, &skill.body.tag) {

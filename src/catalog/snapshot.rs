@@ -50,7 +50,17 @@ pub struct PreparedBody {
     pub tag: headers::ETag,
     /// Filled by [`Catalog::compress`]: `Some` when the body is large enough and gzip makes it
     /// smaller. Until then the body is sent as is (a client may always get the identity).
-    gzip: OnceLock<Option<Bytes>>,
+    gzip: OnceLock<Option<GzipBody>>,
+}
+
+/// The gzip representation of a prepared body. It has its own strong tag, the identity tag with
+/// `-gzip` inside the quotes: its bytes differ, and a cache that stored one representation
+/// must never answer a revalidation of the other with it.
+#[derive(Debug, Clone)]
+pub struct GzipBody {
+    pub bytes: Bytes,
+    pub etag_header: HeaderValue,
+    pub tag: headers::ETag,
 }
 
 impl PreparedBody {
@@ -60,13 +70,19 @@ impl PreparedBody {
         PreparedBody { bytes: Bytes::from(bytes), etag, etag_header, tag, gzip: OnceLock::new() }
     }
 
-    /// The gzip form, if there is one (yet).
-    pub fn gzip(&self) -> Option<&Bytes> {
+    /// The gzip representation, if there is one (yet).
+    pub fn gzip(&self) -> Option<&GzipBody> {
         self.gzip.get().and_then(Option::as_ref)
     }
 
     fn compress(&self) {
-        self.gzip.get_or_init(|| if self.bytes.len() >= COMPRESS_FROM { gzip(&self.bytes) } else { None });
+        self.gzip.get_or_init(|| {
+            let bytes = if self.bytes.len() >= COMPRESS_FROM { gzip(&self.bytes)? } else { return None };
+            let quoted = self.etag.as_str();
+            let etag = format!("{}-gzip\"", &quoted[..quoted.len() - 1]);
+            let etag_header = HeaderValue::from_str(&etag).expect("tags are visible ASCII");
+            Some(GzipBody { bytes, etag_header, tag: etag.parse().expect("tags are quoted") })
+        });
     }
 }
 
@@ -137,7 +153,8 @@ pub struct CatalogFailure {
 /// The body of `GET /skills`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CatalogBody<'a> {
-    /// The same tag as the `ETag` header.
+    /// The same tag as the `ETag` header of the identity representation (the gzip one's has
+    /// `-gzip` inside the quotes).
     #[schema(value_type = ETag)]
     pub etag: &'a ETag,
     #[schema(value_type = Vec<SkillEntry>)]
@@ -435,7 +452,13 @@ mod tests {
         assert!(large.gzip().is_none());
         large.compress();
         small.compress();
-        assert!(large.gzip().is_some_and(|gzip| gzip.len() < 4096));
+        let gzip = large.gzip().expect("compressed");
+        assert!(gzip.bytes.len() < 4096);
         assert!(small.gzip().is_none());
+        // Its own strong tag, derived from the identity tag.
+        let identity = large.etag.as_str();
+        assert_eq!(gzip.etag_header, format!("{}-gzip\"", &identity[..identity.len() - 1]));
+        assert_eq!(gzip.tag, gzip.etag_header.to_str().unwrap().parse::<headers::ETag>().unwrap());
+        assert_ne!(gzip.tag, large.tag);
     }
 }

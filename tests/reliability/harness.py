@@ -329,6 +329,17 @@ def identity_body(response: Response) -> bytes:
 # --- entity tags ---------------------------------------------------------------------------------
 
 
+def identity_tag(response: Response) -> str | None:
+    """The tag of the identity representation an answer stands for: a gzip answer has its own tag,
+    the identity tag with `-gzip` inside the quotes (src/catalog/snapshot.rs, `GzipBody`)."""
+    etag = response.header("etag")
+    if response.header("content-encoding") != "gzip":
+        return etag
+    if etag is None or not etag.endswith('-gzip"'):
+        raise CheckFailed(f"a gzip answer's ETag is not a gzip tag: {etag!r}")
+    return etag[: -len('-gzip"')] + '"'
+
+
 def tag_of(*parts: bytes) -> str:
     """The server's tag: the quoted first 128 bits (hex) of SHA-256 over each part prefixed with
     its length as a big-endian u64 (src/catalog/snapshot.rs, `ETag::of`)."""

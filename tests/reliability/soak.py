@@ -236,7 +236,7 @@ class Worker(threading.Thread):
             if response.header("etag") != self.catalog_tag:
                 raise CheckFailed(f"304 with ETag {response.header('etag')} for If-None-Match {self.catalog_tag}")
             return
-        catalog = harness.check_listing(harness.identity_body(response), response.header("etag"))
+        catalog = harness.check_listing(harness.identity_body(response), harness.identity_tag(response))
         self.registry.listed(catalog)
         self.catalog, self.catalog_tag = catalog, catalog["etag"]
 
@@ -322,7 +322,7 @@ class Worker(threading.Thread):
             headers["Accept-Encoding"] = "gzip"
         response = self.send("GET /manifest", "GET", "/manifest", headers)
         if response.status == 200:
-            harness.check_manifest(harness.identity_body(response), response.header("etag"))
+            harness.check_manifest(harness.identity_body(response), harness.identity_tag(response))
             self.manifest_tag = response.header("etag")
 
     def operations(self) -> None:

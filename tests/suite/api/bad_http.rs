@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use skillcat::config::SourceConfig;
+use skillcat::server::MAX_HEADER_BYTES;
 use tokio::net::TcpStream;
 
 use super::{assert_alive, two_skills};
@@ -37,10 +38,9 @@ async fn malformed_http_is_refused_and_the_server_survives() {
         ("conflicting Content-Lengths", load("Content-Length: 2\r\nContent-Length: 3\r\n", "{}"), Some(400)),
         ("unknown transfer coding", load("Transfer-Encoding: gzip\r\n", "{}"), Some(400)),
         ("bad chunk size", load("Transfer-Encoding: chunked\r\n", "zz\r\n{}\r\n0\r\n\r\n"), Some(400)),
-        // A request head is bounded to 32 KiB (server::MAX_HEADER_BYTES); beyond it the answer
-        // is 431 and the connection closes.
-        ("30 KiB header", huge(30 * 1024), Some(200)),
-        ("60 KiB header", huge(60 * 1024), Some(431)),
+        // Request heads are bounded (`skillcat::server::MAX_HEADER_BYTES`); beyond, hyper answers 431.
+        ("header within the bound", huge(MAX_HEADER_BYTES / 2), Some(200)),
+        ("header over the bound", huge(MAX_HEADER_BYTES + 1), Some(431)),
         ("1 MiB header", huge(1 << 20), Some(431)),
     ];
     for (what, request, expected) in cases {
@@ -79,6 +79,48 @@ async fn a_client_that_stops_sending_headers_is_disconnected() {
     let rest = read_to_close(&stream, Duration::from_secs(3)).await.expect("the idle connection is closed");
     assert!(started.elapsed() < Duration::from_millis(1500), "closed after {:?}", started.elapsed());
     assert!(parse_response(&rest).is_none_or(|answer| answer.status < 500), "{rest:?}");
+    assert_alive(&app).await;
+    app.shutdown().await.unwrap();
+}
+
+/// RFC 9112 3.2: an HTTP/1.1 request without `Host`, any request with two, and a `Host` that is
+/// not a host and optional port are 400 problems, on every route; HTTP/1.0 needs no `Host`.
+#[tokio::test]
+async fn a_request_without_exactly_one_valid_host_is_400() {
+    let dir = two_skills();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    // A request head (without the blank line that ends it) and its status.
+    let cases: &[(&str, u16)] = &[
+        ("GET /skills HTTP/1.1", 400),
+        ("GET /healthz HTTP/1.1", 400),
+        ("POST /skills/alpha/load HTTP/1.1\r\nContent-Length: 0", 400),
+        ("GET http://x/skills HTTP/1.1", 400),
+        ("GET /skills HTTP/1.1\r\nHost: x\r\nHost: x", 400),
+        ("GET /skills HTTP/1.1\r\nHost: x\r\nHost: y", 400),
+        ("GET /readyz HTTP/1.1\r\nHost: x\r\nhost: x", 400),
+        ("GET /skills HTTP/1.0\r\nHost: x\r\nHost: x", 400),
+        ("GET /skills HTTP/1.1\r\nHost: ", 400),
+        ("GET /skills HTTP/1.1\r\nHost: user@x", 400),
+        ("GET /skills HTTP/1.1\r\nHost: x y", 400),
+        ("GET /skills HTTP/1.1\r\nHost: x/skills", 400),
+        ("GET /skills HTTP/1.1\r\nHost: x:port", 400),
+        ("GET /skills HTTP/1.1\r\nHost: x:", 200),
+        ("GET /skills HTTP/1.1\r\nHost: x", 200),
+        ("GET /skills HTTP/1.1\r\nHost: 127.0.0.1:8080", 200),
+        ("GET /skills HTTP/1.1\r\nHost: [::1]:8080", 200),
+        ("GET /skills HTTP/1.1\r\nHost: skills.example.com", 200),
+        ("GET http://x/skills HTTP/1.1\r\nHost: x", 200),
+        ("GET /skills HTTP/1.0", 200),
+    ];
+    for (head, status) in cases {
+        let request = format!("{head}\r\nConnection: close\r\n\r\n");
+        let answer = parse_response(&raw_exchange(app.address, request.as_bytes()).await);
+        let answer = answer.unwrap_or_else(|| panic!("{head:?}: no answer"));
+        assert_eq!(answer.status, *status, "{head:?}: {answer:?}");
+        if *status == 400 {
+            answer.problem(400, "invalid-host");
+        }
+    }
     assert_alive(&app).await;
     app.shutdown().await.unwrap();
 }

@@ -247,7 +247,8 @@ fn malformed_requests() -> Vec<Bad> {
         fine("GET", "/skills/alpha").header("if-none-match", b"\"\xff\""),
         fine("GET", "/skills").header("if-none-match", ",,, ,"),
         bad("GET", "/skills/gamma", 404, "skill-not-found").header("if-none-match", "x".repeat(30_000)),
-        bad("GET", "/nowhere", 404, "not-found").header("x-long", "y".repeat(30_000)),
+        // Long, but within the bound on request heads (431 beyond it: see bad_http.rs).
+        bad("GET", "/nowhere", 404, "not-found").header("x-long", "y".repeat(skillcat::server::MAX_HEADER_BYTES / 2)),
         fine("GET", "/manifest").header("accept-encoding", "gzip;q=nonsense, *;q=-1, br;;;"),
     ]
 }

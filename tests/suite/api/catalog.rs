@@ -117,7 +117,7 @@ async fn two_servers_on_the_same_files_give_the_same_tags() {
 // Compression
 
 /// A directory source with `count` skills whose listing is well over 1 KiB.
-fn many_skills(count: usize) -> tempfile::TempDir {
+pub(super) fn many_skills(count: usize) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     for index in 0..count {
         let name = format!("skill-{index:03}");
@@ -144,7 +144,11 @@ async fn gzip_bodies_decompress_to_the_identity_bodies() {
         assert_eq!(compressed.status, 200);
         assert_eq!(compressed.header("content-encoding"), Some("gzip"), "{path}");
         assert_eq!(compressed.header("vary"), Some("accept-encoding"));
-        assert_eq!(compressed.header("etag"), identity.header("etag"), "one representation, one tag");
+        // Two representations, two strong tags: the identity tag with `-gzip` inside the quotes.
+        let tag = identity.header("etag").expect("ETag");
+        let gzip_tag = format!("{}-gzip\"", &tag[..tag.len() - 1]);
+        assert_eq!(compressed.header("etag"), Some(gzip_tag.as_str()), "{path}");
+        assert_strong_etag(&gzip_tag);
         assert_eq!(compressed.header("content-type"), identity.header("content-type"));
         assert!(compressed.body.len() < identity.body.len());
         let mut decoded = Vec::new();
@@ -152,13 +156,22 @@ async fn gzip_bodies_decompress_to_the_identity_bodies() {
             .expect("valid gzip");
         assert_eq!(decoded, identity.body, "{path}");
 
-        for refused in ["gzip;q=0", "identity", "br", "gzip;q=0.0, identity"] {
+        // RFC 9110 12.5.3: an explicit weight of 0 refuses gzip even where `*` is acceptable, and
+        // `q` is case-insensitive. (The parser's own table is in src/api/http.rs.)
+        for refused in
+            ["gzip;q=0", "identity", "br", "gzip;q=0.0, identity", "gzip;q=0, *", "*, gzip;q=0", "gzip;Q=0", "*;q=0"]
+        {
             let answer = get(&app, path, &[("accept-encoding", refused)]).await;
             assert_eq!(answer.header("content-encoding"), None, "{path} with Accept-Encoding: {refused}");
+            assert_eq!(answer.header("etag"), Some(tag), "{path} with Accept-Encoding: {refused}");
             assert_eq!(answer.body, identity.body);
         }
-        let answer = get(&app, path, &[("accept-encoding", "br;q=1, GZIP;q=0.5")]).await;
-        assert_eq!(answer.header("content-encoding"), Some("gzip"));
+        for accepted in ["br;q=1, GZIP;q=0.5", "x-gzip", "*", "br, *;q=0.5"] {
+            let answer = get(&app, path, &[("accept-encoding", accepted)]).await;
+            assert_eq!(answer.header("content-encoding"), Some("gzip"), "{path} with Accept-Encoding: {accepted}");
+            assert_eq!(answer.header("etag"), Some(gzip_tag.as_str()), "{path} with Accept-Encoding: {accepted}");
+            assert_eq!(answer.body, compressed.body);
+        }
 
         // A client that decodes gzip itself sees the identity body.
         let decoding = reqwest::Client::builder().gzip(true).build().expect("client");
