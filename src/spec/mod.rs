@@ -304,24 +304,21 @@ fn check_fields(fields: &Entries, folder: &str, findings: &mut Vec<Finding>) {
     if let Some(value) = field("metadata") {
         match value {
             Node::Mapping(entries) => {
-                for (key, value) in entries {
+                let problems = entries.iter().filter_map(|(key, value)| {
                     if key.as_str().is_none() {
-                        findings.push(Finding::new(
-                            Rule::Metadata,
-                            format!("metadata has a key that is {}: keys are strings", key.describe()),
-                        ));
-                    } else if value.as_str().is_none() {
-                        findings.push(Finding::new(
-                            Rule::Metadata,
+                        Some(format!("metadata has a key that is {}: keys are strings", key.describe()))
+                    } else {
+                        value.as_str().is_none().then(|| {
                             format!(
                                 "metadata.{} is {}: the specification maps keys to string values{}",
                                 shown(&key.key_text()),
                                 value.describe(),
                                 quote_hint(value)
-                            ),
-                        ));
+                            )
+                        })
                     }
-                }
+                });
+                push_some(findings, Rule::Metadata, problems, "metadata entries");
             }
             other => findings.push(Finding::new(
                 Rule::Metadata,
@@ -346,18 +343,31 @@ fn check_fields(fields: &Entries, folder: &str, findings: &mut Vec<Finding>) {
         ));
     }
 
-    for (key, _) in fields {
-        if key.as_str().is_some_and(|key| FIELDS.contains(&key)) {
-            continue;
-        }
-        findings.push(Finding::new(
-            Rule::UnknownKey,
+    let unknown =
+        fields.iter().filter(|(key, _)| !key.as_str().is_some_and(|key| FIELDS.contains(&key))).map(|(key, _)| {
             format!(
-                "unknown key '{}': the specification defines name, description, license, compatibility, \
-                 metadata and allowed-tools; other properties belong under metadata",
+                "unknown key '{}': the specification defines name, description, license, compatibility, metadata \
+             and allowed-tools; other properties belong under metadata",
                 shown(&key.key_text())
-            ),
-        ));
+            )
+        });
+    push_some(findings, Rule::UnknownKey, unknown, "unknown keys");
+}
+
+/// Findings of one rule that can come once per key: the first few, then how many more. A file
+/// with thousands of them needs the pattern pointed out, not every line.
+fn push_some(findings: &mut Vec<Finding>, rule: Rule, messages: impl Iterator<Item = String>, what: &str) {
+    const SHOWN: usize = 10;
+    let mut more = 0;
+    for (index, message) in messages.enumerate() {
+        if index < SHOWN {
+            findings.push(Finding::new(rule, message));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        findings.push(Finding::new(rule, format!("and {more} more {what} like these")));
     }
 }
 

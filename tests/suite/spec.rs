@@ -80,6 +80,23 @@ fn each_rule() {
             "version: 1.0\nAuthor: x\n",
             &[(Rule::UnknownKey, A, "unknown key 'version'"), (Rule::UnknownKey, A, "unknown key 'Author'")],
         ),
+        // Many of one kind: the first ten, then how many more.
+        (
+            &(0..12).map(|n| format!("k{n}: x\n")).collect::<String>(),
+            &[
+                (Rule::UnknownKey, A, "'k0'"),
+                (Rule::UnknownKey, A, "'k1'"),
+                (Rule::UnknownKey, A, "'k2'"),
+                (Rule::UnknownKey, A, "'k3'"),
+                (Rule::UnknownKey, A, "'k4'"),
+                (Rule::UnknownKey, A, "'k5'"),
+                (Rule::UnknownKey, A, "'k6'"),
+                (Rule::UnknownKey, A, "'k7'"),
+                (Rule::UnknownKey, A, "'k8'"),
+                (Rule::UnknownKey, A, "'k9'"),
+                (Rule::UnknownKey, A, "and 2 more unknown keys like these"),
+            ],
+        ),
         // A frontmatter that is not YAML, or not a mapping (error).
         ("license: [MIT\n", &[(Rule::Frontmatter, E, "not valid YAML")]),
         (
