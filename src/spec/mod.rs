@@ -17,7 +17,7 @@ mod yaml;
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use skillcat_core::pystr;
 
 use self::yaml::{Entries, Node, ScalarKind};
@@ -39,9 +39,9 @@ pub fn is_valid_name(name: &str) -> bool {
 }
 
 /// A skill name that follows the specification's naming rule (see [`is_valid_name`]). It can
-/// only be made valid, so what holds one needs no check.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
+/// only be made valid, so what holds one needs no check; deserializing one checks it too.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub struct SpecName(Box<str>);
 
 impl SpecName {
@@ -76,6 +76,20 @@ impl TryFrom<&str> for SpecName {
 
     fn try_from(name: &str) -> Result<Self, Self::Error> {
         SpecName::parse(name)
+    }
+}
+
+impl TryFrom<String> for SpecName {
+    type Error = InvalidSpecName;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        SpecName::parse(&name)
+    }
+}
+
+impl From<SpecName> for String {
+    fn from(name: SpecName) -> String {
+        name.0.into()
     }
 }
 

@@ -242,6 +242,11 @@ fn the_naming_rule() {
         assert_eq!(error.problem(), &problem, "{name}");
         assert!(error.to_string().contains(message), "{name}: {error}");
     }
+    // Deserialized, a name is checked too.
+    assert_eq!(serde_json::from_value::<SpecName>(json!("pdf-tools")).unwrap().as_str(), "pdf-tools");
+    assert_eq!(serde_json::to_value(SpecName::parse("pdf-tools").unwrap()).unwrap(), json!("pdf-tools"));
+    let error = serde_json::from_value::<SpecName>(json!("PDF")).unwrap_err().to_string();
+    assert!(error.contains("'PDF' holds 'P'"), "{error}");
     // A name of any length is cut in the message.
     let error = SpecName::parse(&"A".repeat(10_000)).unwrap_err();
     assert!(error.to_string().chars().count() < 200, "{error}");
