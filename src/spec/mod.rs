@@ -3,7 +3,7 @@
 //! publish.
 //!
 //! The rules are those of <https://agentskills.io/specification> (docs/specification.mdx of
-//! agentskills/agentskills). Its MUSTs are errors: YAML frontmatter, a `name` of 1-64 lowercase
+//! agentskills/agentskills, as of its main branch at 69ef37e, August 2026). Its MUSTs are errors: YAML frontmatter, a `name` of 1-64 lowercase
 //! letters, digits and single inner hyphens equal to its folder's name, a `description` of
 //! 1-1024 characters, a `compatibility` of 1-500. What it describes or recommends without a MUST
 //! is advisory: `metadata` a map of strings to strings, `allowed-tools` one space-separated
