@@ -1,13 +1,15 @@
-//! `skillcat check`: what the catalog holds, what it hides and what it skipped.
+//! `skillcat check`: what the catalog holds, what it hides and what it skipped; with `--spec`,
+//! how each skill it serves meets the agentskills.io specification.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use skillcat_core::{CompositeDiscovery, SourceError};
+use skillcat_core::{CompositeDiscovery, SkillDiscoverer as _, SourceError};
 
 use crate::sources::Sources;
+use crate::spec::{self, Finding, Rule, Severity};
 
 /// What `check` prints, borrowing from one scan of the sources.
 #[derive(Debug, Serialize)]
@@ -24,6 +26,9 @@ pub struct SkillRow<'a> {
     pub description: &'a str,
     pub location: &'a str,
     pub source: &'a str,
+    /// The agentskills.io findings, with `--spec` (absent without it, so `--json` stays as it was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Vec<Finding>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -54,6 +59,7 @@ impl<'a> Report<'a> {
                         description: entry.skill.description(),
                         location: entry.skill.location(),
                         source: sources.label(entry.source),
+                        spec: None,
                     })
                     .collect(),
                 shadowed: discovery
@@ -85,8 +91,69 @@ impl<'a> Report<'a> {
         }
     }
 
+    /// Checks every skill of the catalog against the agentskills.io rules (`--spec`). Shadowed
+    /// skills are not served, so they are not checked. Each `SKILL.md` is read again through the
+    /// source that owns it, the same guarded way a load reads it; the catalog is not touched.
+    pub async fn check_spec(&mut self, sources: &Sources, scan: &Result<CompositeDiscovery, SourceError>) {
+        let Ok(discovery) = scan else { return };
+        for (row, entry) in self.skills.iter_mut().zip(&discovery.skills) {
+            let findings = match sources.composite.load(&entry.skill).await {
+                Ok(content) => spec::check_skill_md(&content, folder_name(entry.skill.location())),
+                Err(error) => {
+                    vec![Finding::new(Rule::Read, format!("SKILL.md could not be read again: {}", error.explanation()))]
+                }
+            };
+            row.spec = Some(findings);
+        }
+    }
+
+    /// No diagnostic, no source error, and (with `--spec`) no skill breaking a MUST of the
+    /// specification. Advisories do not count.
     pub fn is_clean(&self) -> bool {
-        self.error.is_none() && self.diagnostics.is_empty()
+        self.error.is_none() && self.diagnostics.is_empty() && self.spec_count(Severity::Error) == 0
+    }
+
+    /// How many skills have a finding of this severity.
+    fn spec_count(&self, severity: Severity) -> usize {
+        let has = |row: &&SkillRow<'_>| row.spec.iter().flatten().any(|finding| finding.severity == severity);
+        self.skills.iter().filter(has).count()
+    }
+
+    /// The `--spec` section of the table: each skill with findings, then a count.
+    pub fn write_spec_table(&self, out: &mut impl Write) -> io::Result<()> {
+        if self.error.is_some() {
+            return Ok(());
+        }
+        let checked: Vec<&SkillRow<'_>> = self.skills.iter().filter(|row| row.spec.is_some()).collect();
+        let rule_width = checked
+            .iter()
+            .flat_map(|row| row.spec.iter().flatten())
+            .map(|finding| finding.rule.as_str().len())
+            .max()
+            .unwrap_or(0);
+        let noted: Vec<(&str, &[Finding])> = checked
+            .iter()
+            .filter_map(|row| Some((row.name, row.spec.as_deref().filter(|findings| !findings.is_empty())?)))
+            .collect();
+        if !noted.is_empty() {
+            writeln!(out, "\nagentskills.io specification:")?;
+        }
+        for (name, findings) in &noted {
+            writeln!(out, "  {name}")?;
+            for finding in *findings {
+                let severity = finding.severity.as_str();
+                writeln!(out, "    {severity:8}  {:rule_width$}  {}", finding.rule.as_str(), finding.message)?;
+            }
+        }
+        let errors = self.spec_count(Severity::Error);
+        writeln!(
+            out,
+            "\n{} checked against the agentskills.io specification: {errors} with errors, {} with advisories \
+             only, {} following every rule",
+            count(checked.len(), "skill", "skills"),
+            noted.len() - errors,
+            checked.len() - noted.len()
+        )
     }
 
     pub fn write_table(&self, out: &mut impl Write) -> io::Result<()> {
@@ -160,6 +227,16 @@ fn without_repeated_location(message: &str) -> String {
     message.to_owned()
 }
 
+/// The name of the folder holding a skill's `SKILL.md`, from its location: `/root/a/b/SKILL.md`
+/// (directory sources, always absolute) or `builtin:b/SKILL.md`.
+fn folder_name(location: &str) -> &str {
+    let folder = location.strip_suffix("/SKILL.md").unwrap_or(location);
+    match folder.strip_prefix("builtin:") {
+        Some(builtin) => builtin,
+        None => folder.rsplit_once('/').map_or(folder, |(_, last)| last),
+    }
+}
+
 /// `1 skill`, `2 skills`.
 fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -178,6 +255,14 @@ mod tests {
 
     fn row<'a>(source: &'a str, message: &'a str, roots: &'a [PathBuf]) -> String {
         DiagnosticRow { source, message, roots }.for_table()
+    }
+
+    #[test]
+    fn the_folder_of_a_skill() {
+        assert_eq!(folder_name("/srv/skills/team/pdf-tools/SKILL.md"), "pdf-tools");
+        assert_eq!(folder_name("/SKILL.md"), "");
+        assert_eq!(folder_name("builtin:skillcat-authoring/SKILL.md"), "skillcat-authoring");
+        assert_eq!(folder_name("/srv/builtin:x/SKILL.md"), "builtin:x");
     }
 
     #[test]

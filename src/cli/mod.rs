@@ -38,6 +38,10 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also check each skill against the agentskills.io specification: errors (its MUSTs)
+        /// exit 1, advisories are only shown.
+        #[arg(long)]
+        spec: bool,
     },
     /// Print the prompt manifest of the catalog, exactly as agents receive it.
     Manifest {
@@ -201,16 +205,22 @@ fn explain(error: &anyhow::Error) -> String {
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(_) | Command::Health { .. } => unreachable!("runs without this runtime"),
-        Command::Check { sources, json } => {
+        Command::Check { sources, json, spec } => {
             let sources = build(&sources)?;
             let scan = sources.composite.scan_sources().await;
-            let report = check::Report::new(&sources, &scan);
+            let mut report = check::Report::new(&sources, &scan);
+            if spec {
+                report.check_spec(&sources, &scan).await;
+            }
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             if json {
                 serde_json::to_writer(&mut out, &report)?;
                 writeln!(out)?;
             } else {
                 report.write_table(&mut out)?;
+                if spec {
+                    report.write_spec_table(&mut out)?;
+                }
             }
             out.flush()?;
             let code = if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::FAILURE };

@@ -1,6 +1,7 @@
 //! The integration suite, one test binary: the HTTP API, authentication, the live catalog, the
 //! client, the command line, the container image's command, the OpenAPI document, conformance
-//! with nagents (recorded, and live where nagents is installed) and the security of discovery.
+//! with nagents (recorded, and live where nagents is installed), the security of discovery, and the
+//! agentskills.io rules of `check --spec` (with skills-ref's recorded findings).
 //! What the tests share is in `support`.
 
 mod api;
@@ -15,4 +16,5 @@ mod openapi;
 mod operators;
 mod reference;
 mod security;
+mod spec;
 mod support;

@@ -1,0 +1,413 @@
+//! The agentskills.io specification's rules for a skill's `SKILL.md`, as `skillcat check --spec`
+//! reports them, and the naming rule that decides which skills the well-known index and MCP
+//! publish.
+//!
+//! The rules are those of <https://agentskills.io/specification> (docs/specification.mdx of
+//! agentskills/agentskills, as of its main branch at 69ef37e, August 2026). Its MUSTs are errors: YAML frontmatter, a `name` of 1-64 lowercase
+//! letters, digits and single inner hyphens equal to its folder's name, a `description` of
+//! 1-1024 characters, a `compatibility` of 1-500. What it describes or recommends without a MUST
+//! is advisory: `metadata` a map of strings to strings, `allowed-tools` one space-separated
+//! string, no keys beyond the six it defines, `SKILL.md` under 500 lines.
+//!
+//! This is a second reading of the file beside nagents' (which reads single-line `name` and
+//! `description` and nothing else, and decides the catalog): it reads the whole frontmatter as
+//! YAML, and it never changes what the catalog holds.
+
+mod yaml;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use skillcat_core::pystr;
+
+use self::yaml::{Entries, Node, ScalarKind};
+
+/// A name's length bound, in characters.
+pub const MAX_NAME_CHARS: usize = 64;
+/// A description's length bound, in characters (Unicode scalar values, as Python's `len`).
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+pub const MAX_COMPATIBILITY_CHARS: usize = 500;
+/// The specification recommends keeping `SKILL.md` under this many lines.
+pub const RECOMMENDED_MAX_LINES: usize = 500;
+/// The frontmatter keys the specification defines.
+pub const FIELDS: [&str; 6] = ["name", "description", "license", "compatibility", "metadata", "allowed-tools"];
+
+/// Whether `name` follows the specification's naming rule: 1-64 characters, lowercase letters
+/// `a-z`, digits and hyphens, no hyphen first, last or next to another.
+pub fn is_valid_name(name: &str) -> bool {
+    SpecName::parse(name).is_ok()
+}
+
+/// A skill name that follows the specification's naming rule (see [`is_valid_name`]). It can
+/// only be made valid, so what holds one needs no check; deserializing one checks it too.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct SpecName(Box<str>);
+
+impl SpecName {
+    pub fn parse(name: &str) -> Result<SpecName, InvalidSpecName> {
+        let problem = if name.is_empty() {
+            Some(NameProblem::Empty)
+        } else if let Some(found) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-')) {
+            Some(NameProblem::Character { found })
+        } else if name.len() > MAX_NAME_CHARS {
+            // Only ASCII remains here, so bytes are characters.
+            Some(NameProblem::TooLong { chars: name.len() })
+        } else if name.starts_with('-') || name.ends_with('-') {
+            Some(NameProblem::EdgeHyphen)
+        } else if name.contains("--") {
+            Some(NameProblem::DoubleHyphen)
+        } else {
+            None
+        };
+        match problem {
+            None => Ok(SpecName(name.into())),
+            Some(problem) => Err(InvalidSpecName { name: shown(name), problem }),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<&str> for SpecName {
+    type Error = InvalidSpecName;
+
+    fn try_from(name: &str) -> Result<Self, Self::Error> {
+        SpecName::parse(name)
+    }
+}
+
+impl TryFrom<String> for SpecName {
+    type Error = InvalidSpecName;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        SpecName::parse(&name)
+    }
+}
+
+impl From<SpecName> for String {
+    fn from(name: SpecName) -> String {
+        name.0.into()
+    }
+}
+
+impl AsRef<str> for SpecName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SpecName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a name does not follow the naming rule; it reads "'Name' holds 'N': only ...".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{name}' {problem}")]
+pub struct InvalidSpecName {
+    /// The name, cut to a length a message can carry.
+    name: String,
+    problem: NameProblem,
+}
+
+impl InvalidSpecName {
+    pub fn problem(&self) -> &NameProblem {
+        &self.problem
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NameProblem {
+    #[error("is empty")]
+    Empty,
+    #[error("holds {found:?}: only lowercase letters a-z, digits and hyphens are allowed")]
+    Character { found: char },
+    #[error("is {chars} characters long: at most {MAX_NAME_CHARS} are allowed")]
+    TooLong { chars: usize },
+    #[error("starts or ends with a hyphen")]
+    EdgeHyphen,
+    #[error("has two hyphens in a row")]
+    DoubleHyphen,
+}
+
+/// How much a finding says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The specification's MUST is broken: `check --spec` exits 1.
+    Error,
+    /// Something the specification describes or recommends without a MUST.
+    Advisory,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Advisory => "advisory",
+        }
+    }
+}
+
+/// The rule a finding is about. Each rule has one severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// YAML frontmatter that parses as one mapping (error).
+    Frontmatter,
+    /// `name` present and following the naming rule (error).
+    Name,
+    /// `name` equal to the name of the folder holding `SKILL.md` (error).
+    NameFolder,
+    /// `description` present, 1-1024 characters (error).
+    Description,
+    /// `compatibility`, when present, 1-500 characters (error).
+    Compatibility,
+    /// `metadata` a map from strings to strings (advisory).
+    Metadata,
+    /// `allowed-tools` one space-separated string (advisory; the field is experimental).
+    AllowedTools,
+    /// A top-level key the specification does not define (advisory).
+    UnknownKey,
+    /// `SKILL.md` over 500 lines (advisory).
+    Lines,
+    /// `SKILL.md` could not be read again for these rules, e.g. it changed since the scan
+    /// (error: nothing was checked).
+    Read,
+}
+
+impl Rule {
+    pub fn severity(self) -> Severity {
+        match self {
+            Rule::Frontmatter
+            | Rule::Name
+            | Rule::NameFolder
+            | Rule::Description
+            | Rule::Compatibility
+            | Rule::Read => Severity::Error,
+            Rule::Metadata | Rule::AllowedTools | Rule::UnknownKey | Rule::Lines => Severity::Advisory,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Frontmatter => "frontmatter",
+            Rule::Name => "name",
+            Rule::NameFolder => "name-folder",
+            Rule::Description => "description",
+            Rule::Compatibility => "compatibility",
+            Rule::Metadata => "metadata",
+            Rule::AllowedTools => "allowed-tools",
+            Rule::UnknownKey => "unknown-key",
+            Rule::Lines => "lines",
+            Rule::Read => "read",
+        }
+    }
+}
+
+/// One thing a `SKILL.md` does against the specification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub rule: Rule,
+    pub severity: Severity,
+    pub message: String,
+}
+
+impl Finding {
+    pub fn new(rule: Rule, message: impl Into<String>) -> Finding {
+        Finding { rule, severity: rule.severity(), message: message.into() }
+    }
+}
+
+/// Checks one `SKILL.md`: `content` is the file, `folder` the name of the folder that holds it.
+/// Findings come in the order of the rules above, unknown keys in the file's order.
+pub fn check_skill_md(content: &str, folder: &str) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    match frontmatter(content) {
+        Ok(fields) => check_fields(&fields, folder, &mut findings),
+        Err(message) => findings.push(Finding::new(Rule::Frontmatter, message)),
+    }
+    let lines = pystr::splitlines(content).count();
+    if lines > RECOMMENDED_MAX_LINES {
+        findings.push(Finding::new(
+            Rule::Lines,
+            format!(
+                "SKILL.md has {lines} lines: the specification recommends under {RECOMMENDED_MAX_LINES}, with \
+                 detail moved into files it refers to"
+            ),
+        ));
+    }
+    findings
+}
+
+/// The frontmatter's top-level entries. It is found as nagents finds it (a first line `---`,
+/// closed by the next line `---`, Python's line breaks), so both readings agree on where it is.
+fn frontmatter(content: &str) -> Result<Entries, String> {
+    let mut lines = pystr::splitlines(content);
+    if lines.next().is_none_or(|first| pystr::strip(first) != "---") {
+        return Err("SKILL.md has no YAML frontmatter: the specification requires one, between two `---` lines, \
+                    with at least name and description"
+            .to_owned());
+    }
+    let mut text = String::new();
+    loop {
+        match lines.next() {
+            Some(line) if pystr::rstrip(line) == "---" => break,
+            Some(line) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            None => return Err("the frontmatter has no closing `---` line".to_owned()),
+        }
+    }
+    let root = yaml::parse(&text).map_err(|error| {
+        // The YAML's first line is the file's second.
+        format!("the frontmatter is not valid YAML: {} (line {} of SKILL.md)", error.reason, error.line + 1)
+    })?;
+    match root.as_deref() {
+        Some(Node::Mapping(entries)) => Ok(entries.clone()),
+        Some(other) => Err(format!("the frontmatter is {}, not a mapping of fields", other.describe())),
+        None => Err("the frontmatter is empty: it needs at least name and description".to_owned()),
+    }
+}
+
+fn check_fields(fields: &Entries, folder: &str, findings: &mut Vec<Finding>) {
+    let field = |key: &str| fields.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, value)| &**value);
+
+    match field("name") {
+        None => findings.push(Finding::new(Rule::Name, "no name: the specification requires one")),
+        Some(value) => match value.as_str() {
+            None => findings.push(Finding::new(Rule::Name, format!("name is {}, not a string", value.describe()))),
+            Some(name) => {
+                if let Err(error) = SpecName::parse(name) {
+                    findings.push(Finding::new(Rule::Name, format!("name {error}")));
+                }
+                if name != folder {
+                    findings.push(Finding::new(
+                        Rule::NameFolder,
+                        format!("name '{}' is not the name of its folder, '{}'", shown(name), shown(folder)),
+                    ));
+                }
+            }
+        },
+    }
+
+    match field("description") {
+        None => findings.push(Finding::new(
+            Rule::Description,
+            "no description: the specification requires one, saying what the skill does and when to use it",
+        )),
+        Some(value) => {
+            if let Some(problem) = text_problem(value, MAX_DESCRIPTION_CHARS) {
+                findings.push(Finding::new(Rule::Description, format!("description {problem}")));
+            }
+        }
+    }
+
+    if let Some(value) = field("compatibility")
+        && let Some(problem) = text_problem(value, MAX_COMPATIBILITY_CHARS)
+    {
+        findings.push(Finding::new(Rule::Compatibility, format!("compatibility {problem}")));
+    }
+
+    if let Some(value) = field("metadata") {
+        match value {
+            Node::Mapping(entries) => {
+                let problems = entries.iter().filter_map(|(key, value)| {
+                    if key.as_str().is_none() {
+                        Some(format!("metadata has a key that is {}: keys are strings", key.describe()))
+                    } else {
+                        value.as_str().is_none().then(|| {
+                            format!(
+                                "metadata.{} is {}: the specification maps keys to string values{}",
+                                shown(&key.key_text()),
+                                value.describe(),
+                                quote_hint(value)
+                            )
+                        })
+                    }
+                });
+                push_some(findings, Rule::Metadata, problems, "metadata entries");
+            }
+            other => findings.push(Finding::new(
+                Rule::Metadata,
+                format!(
+                    "metadata is {}: the specification makes it a map from string keys to string values",
+                    other.describe()
+                ),
+            )),
+        }
+    }
+
+    if let Some(value) = field("allowed-tools")
+        && value.as_str().is_none()
+    {
+        findings.push(Finding::new(
+            Rule::AllowedTools,
+            format!(
+                "allowed-tools is {}: the specification makes it one space-separated string, such as \
+                 `Bash(git:*) Read`",
+                value.describe()
+            ),
+        ));
+    }
+
+    let unknown =
+        fields.iter().filter(|(key, _)| !key.as_str().is_some_and(|key| FIELDS.contains(&key))).map(|(key, _)| {
+            format!(
+                "unknown key '{}': the specification defines name, description, license, compatibility, metadata \
+             and allowed-tools; other properties belong under metadata",
+                shown(&key.key_text())
+            )
+        });
+    push_some(findings, Rule::UnknownKey, unknown, "unknown keys");
+}
+
+/// Findings of one rule that can come once per key: the first few, then how many more. A file
+/// with thousands of them needs the pattern pointed out, not every line.
+fn push_some(findings: &mut Vec<Finding>, rule: Rule, messages: impl Iterator<Item = String>, what: &str) {
+    const SHOWN: usize = 10;
+    let mut more = 0;
+    for (index, message) in messages.enumerate() {
+        if index < SHOWN {
+            findings.push(Finding::new(rule, message));
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        findings.push(Finding::new(rule, format!("and {more} more {what} like these")));
+    }
+}
+
+/// What is wrong with a text field bounded to `max` characters, as "is ..." / "has ...".
+fn text_problem(value: &Node, max: usize) -> Option<String> {
+    let Some(text) = value.as_str() else {
+        return Some(format!("is {}, not a string", value.describe()));
+    };
+    if pystr::strip(text).is_empty() {
+        return Some("is empty".to_owned());
+    }
+    let chars = text.chars().count();
+    (chars > max).then(|| format!("has {chars} characters: at most {max} are allowed"))
+}
+
+/// For a scalar YAML typed as something else than a string: quoting makes it one.
+fn quote_hint(value: &Node) -> &'static str {
+    match value {
+        Node::Scalar(scalar) if scalar.kind != ScalarKind::String => " (quote it)",
+        _ => "",
+    }
+}
+
+/// Text from the file as a message shows it: on one line, and cut.
+fn shown(text: &str) -> String {
+    const WIDTH: usize = 80;
+    let line: String = text.chars().take(WIDTH + 1).map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if line.chars().count() <= WIDTH { line } else { line.chars().take(WIDTH - 1).chain(['…']).collect() }
+}
