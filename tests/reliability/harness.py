@@ -315,6 +315,68 @@ def event_lines(response: http.client.HTTPResponse):
             yield line.rstrip(b"\r")
 
 
+def open_event_stream(server: Server, connection: http.client.HTTPConnection) -> http.client.HTTPResponse:
+    """Sends `GET /events` with the server's token on `connection`; the response, its body unread."""
+    connection.request("GET", "/events", headers={**server.auth, "Accept": "text/event-stream"})
+    return connection.getresponse()
+
+
+class EventStream(threading.Thread):
+    """One `/events` stream opened with the server's token, read on its own thread until it ends.
+    Keeps each event's tag (`tags`), the lines that are neither a well-formed catalog event nor a
+    comment (`oddities`), when the stream ended (`ended`) and how (`outcome`: "open" while it
+    lasts, "clean" at the body's last chunk, else what cut it short)."""
+
+    def __init__(self, server: Server, name: str = "events", timeout: float = 30.0) -> None:
+        super().__init__(name=name, daemon=True)
+        self.server = server
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.got_event = threading.Condition(self.lock)
+        self.tags: list[str | None] = []
+        self.oddities: list[str] = []
+        self.ended: float | None = None
+        self.outcome = "open"
+
+    @property
+    def events(self) -> int:
+        with self.lock:
+            return len(self.tags)
+
+    def run(self) -> None:
+        connection = self.server.connection(timeout=self.timeout)
+        try:
+            response = open_event_stream(self.server, connection)
+            if response.status != 200:
+                self.outcome = f"answered {response.status}"
+                return
+            for line in event_lines(response):
+                if line.startswith(b"data:"):
+                    tag = json.loads(line[5:]).get("etag")
+                    if tag is None or not TAG.match(tag):
+                        self.oddities.append(f"data {line[:100]!r}")
+                    with self.lock:
+                        self.tags.append(tag)
+                        self.got_event.notify_all()
+                elif line and not line.startswith((b"event: catalog", b":")):
+                    self.oddities.append(f"line {line[:100]!r}")
+            self.outcome = "clean"
+        except (OSError, http.client.HTTPException, Unterminated, ValueError) as error:
+            self.outcome = f"{type(error).__name__}: {error}"
+        finally:
+            with self.lock:
+                self.ended = time.monotonic()
+                self.got_event.notify_all()
+            connection.close()
+
+    def wait_for_events(self, count: int, timeout: float) -> bool:
+        """Whether the stream has carried `count` events within `timeout` (False as soon as it ends
+        short of them)."""
+        with self.lock:
+            self.got_event.wait_for(lambda: len(self.tags) >= count or self.ended is not None, timeout)
+            return len(self.tags) >= count
+
+
 def identity_body(response: Response) -> bytes:
     """The body as the server prepared it, decompressing a gzip answer."""
     if response.header("content-encoding") == "gzip":

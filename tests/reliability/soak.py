@@ -379,8 +379,7 @@ class EventReader(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.connection.request("GET", "/events", headers={**self.server.auth, "Accept": "text/event-stream"})
-            response = self.connection.getresponse()
+            response = harness.open_event_stream(self.server, self.connection)
             if response.status != 200:
                 self.registry.fail(f"{self.name}: GET /events answered {response.status}")
                 return
@@ -427,8 +426,7 @@ class EventChurner(threading.Thread):
         while time.monotonic() < self.until:
             connection = self.server.connection(timeout=30)
             try:
-                connection.request("GET", "/events", headers={**self.server.auth, "Accept": "text/event-stream"})
-                response = connection.getresponse()
+                response = harness.open_event_stream(self.server, connection)
                 if response.status != 200:
                     self.registry.fail(f"{self.name}: GET /events answered {response.status}")
                     return
