@@ -225,12 +225,18 @@ class Worker(threading.Thread):
             return None
         return self.rng.choice(self.catalog["skills"])
 
-    def listing(self) -> None:
+    def revalidating_headers(self, tag: str | None) -> dict[str, str]:
+        """Half the time `If-None-Match` with the tag last seen (if any), a third of the time
+        `Accept-Encoding: gzip`."""
         headers = {}
-        if self.catalog_tag and self.rng.random() < 0.5:
-            headers["If-None-Match"] = self.catalog_tag
+        if tag and self.rng.random() < 0.5:
+            headers["If-None-Match"] = tag
         if self.rng.random() < 0.33:
             headers["Accept-Encoding"] = "gzip"
+        return headers
+
+    def listing(self) -> None:
+        headers = self.revalidating_headers(self.catalog_tag)
         response = self.send("GET /skills", "GET", "/skills", headers)
         if response.status == 304:
             if response.header("etag") != self.catalog_tag:
@@ -315,11 +321,7 @@ class Worker(threading.Thread):
             raise CheckFailed(f"POST /skills/{name}/load: truncated content is not a prefix of the version")
 
     def manifest(self) -> None:
-        headers = {}
-        if self.manifest_tag and self.rng.random() < 0.5:
-            headers["If-None-Match"] = self.manifest_tag
-        if self.rng.random() < 0.33:
-            headers["Accept-Encoding"] = "gzip"
+        headers = self.revalidating_headers(self.manifest_tag)
         response = self.send("GET /manifest", "GET", "/manifest", headers)
         if response.status == 200:
             harness.check_manifest(harness.identity_body(response), harness.identity_tag(response))
