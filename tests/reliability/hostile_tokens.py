@@ -29,7 +29,6 @@ import json
 import os
 import random
 import secrets
-import shutil
 import sys
 import tempfile
 import threading
@@ -249,15 +248,8 @@ def main() -> int:
     except CheckFailed as error:
         failures.append(str(error))
         summary = "stopped early"
-    verdict = "FAILED" if failures else "passed"
-    print(f"hostile_tokens {verdict} in {time.monotonic() - started:.0f} s: {summary}", flush=True)
-    if failures:
-        for failure in failures[:50]:
-            print(f"  - {failure}")
-        print(f"server logs kept in {workdir}")
-        return 1
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    print(f"hostile_tokens in {time.monotonic() - started:.0f} s: {summary}", flush=True)
+    return harness.verdict("hostile token files", failures, workdir)
 
 
 if __name__ == "__main__":
