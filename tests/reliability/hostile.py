@@ -128,8 +128,7 @@ def published_sizes(server: Server) -> list[int]:
     ]
 
 
-def exhaustion(binary: Path, failures: list[str]) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="skillcat-hostile-"))
+def exhaustion(binary: Path, workdir: Path, failures: list[str]) -> None:
     root = workdir / "skills"
     tree(root)
     with Server(binary, [root], workdir, nofile=1024) as server:
@@ -219,8 +218,7 @@ def exhaustion(binary: Path, failures: list[str]) -> None:
             failures.append(f"out of descriptors outside accept: {problems[:3]}")
 
 
-def unfinished_heads(binary: Path, failures: list[str]) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="skillcat-heads-"))
+def unfinished_heads(binary: Path, workdir: Path, failures: list[str]) -> None:
     root = workdir / "skills"
     tree(root)
     with Server(binary, [root], workdir, nofile=4096) as server:
@@ -271,16 +269,19 @@ def main() -> int:
     args = parser.parse_args()
     harness.require_token_flag(args.binary)
     raise_own_limit(IDLE_CONNECTIONS + STREAM_ATTEMPTS + HEAD_CONNECTIONS + 256)
+    workdir = Path(tempfile.mkdtemp(prefix="skillcat-hostile-"))
     failures: list[str] = []
-    for name, part in (("descriptor exhaustion", exhaustion), ("unfinished heads", unfinished_heads)):
+    parts = (("descriptor exhaustion", "exhaustion", exhaustion), ("unfinished heads", "heads", unfinished_heads))
+    for name, folder, part in parts:
         started = time.monotonic()
         print(f"{name}:")
+        (workdir / folder).mkdir()
         try:
-            part(args.binary, failures)
+            part(args.binary, workdir / folder, failures)
         except CheckFailed as error:
             failures.append(f"{name}: {error}")
         print(f"  {time.monotonic() - started:.1f} s")
-    return harness.verdict("hostile load", failures, Path(tempfile.gettempdir()) / "skillcat-hostile-none")
+    return harness.verdict("hostile load", failures, workdir)
 
 
 if __name__ == "__main__":
