@@ -39,6 +39,13 @@ def require_token_flag(binary: Path) -> None:
         raise CheckFailed(f"{binary} has no `serve --token-file`; rebuild it from the current tree")
 
 
+def raise_descriptor_limit(needed: int) -> None:
+    """Raises this process's soft limit on open descriptors to `needed` (the hard limit at most)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, needed), hard))
+
+
 class Server:
     """`skillcat serve` on an ephemeral port, with JSON logs in a file and, unless `token` is
     false, a token file with one bearer token."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import resource
 import selectors
 import socket
 import sys
@@ -41,12 +40,6 @@ HEAD_CONNECTIONS = 1500
 HEAD_BYTES = 400 * 1024
 HEAD_MEMORY_LIMIT_KIB = 150 * 1024
 SKILLS = 60
-
-
-def raise_own_limit(needed: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(needed, soft)), hard))
 
 
 def tree(root: Path) -> None:
@@ -268,7 +261,7 @@ def main() -> int:
     parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
     args = parser.parse_args()
     harness.require_token_flag(args.binary)
-    raise_own_limit(IDLE_CONNECTIONS + STREAM_ATTEMPTS + HEAD_CONNECTIONS + 256)
+    harness.raise_descriptor_limit(IDLE_CONNECTIONS + STREAM_ATTEMPTS + HEAD_CONNECTIONS + 256)
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-hostile-"))
     failures: list[str] = []
     parts = (("descriptor exhaustion", "exhaustion", exhaustion), ("unfinished heads", "heads", unfinished_heads))
