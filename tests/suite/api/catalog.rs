@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use skillcat::config::SourceConfig;
 
 use super::conditional::assert_conditional_get;
-use super::{assert_strong_etag, get, listed, post_load, root_of, two_skills};
+use super::{assert_strong_etag, get, listed, post_load, root_of, serve_two_skills, two_skills};
 use crate::support::conformance::{case_sources, case_tree, recorded};
 use crate::support::events::Events;
 use crate::support::http::Answer;
@@ -15,8 +15,7 @@ use crate::support::wait::DEADLINE;
 
 #[tokio::test]
 async fn the_catalog_has_a_strong_etag_that_its_body_repeats() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (dir, app) = serve_two_skills().await;
     let answer = Answer::from(app.skills().await).await;
     assert_eq!(answer.status, 200);
     assert_eq!(answer.header("content-type"), Some("application/json"));
@@ -46,8 +45,7 @@ async fn the_catalog_has_a_strong_etag_that_its_body_repeats() {
 
 #[tokio::test]
 async fn one_skill_is_its_entry_of_the_catalog() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     let entry = listed(&app, "beta").await;
     let answer = Answer::from(app.skill("beta").await).await;
     assert_eq!(answer.status, 200);
@@ -65,9 +63,8 @@ async fn one_skill_is_its_entry_of_the_catalog() {
 
 #[tokio::test]
 async fn the_manifest_is_plain_text_with_an_etag() {
-    let dir = two_skills();
+    let (dir, app) = serve_two_skills().await;
     let root = root_of(&dir);
-    let app = TestApp::spawn_dir(dir.path()).await;
     let answer = Answer::from(app.manifest().await).await;
     assert_eq!(answer.status, 200);
     assert_eq!(answer.header("content-type"), Some("text/plain; charset=utf-8"));

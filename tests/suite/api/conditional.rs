@@ -3,7 +3,7 @@
 //! identity and gzip representations.
 
 use super::catalog::many_skills;
-use super::{ALPHA, get, post_load, root_of, skill_etag, two_skills};
+use super::{ALPHA, get, post_load, root_of, serve_two_skills, skill_etag};
 use crate::support::server::TestApp;
 use crate::support::skills::write_skill;
 
@@ -30,8 +30,7 @@ pub(super) async fn assert_conditional_get(app: &TestApp, path: &str, tag: &str)
 /// `etagc`): a list of tags is split between tags, never inside one.
 #[tokio::test]
 async fn a_comma_inside_an_entity_tag_does_not_split_it() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (dir, app) = serve_two_skills().await;
     let alpha = skill_etag(&app, "alpha").await;
     let manifest = get(&app, "/manifest", &[]).await.header("etag").expect("ETag").to_owned();
     let catalog = app.catalog_etag().await;
@@ -74,8 +73,7 @@ async fn a_comma_inside_an_entity_tag_does_not_split_it() {
 /// request through, any other (a weak one included: the comparison is strong) is a 412.
 #[tokio::test]
 async fn if_match_is_honoured_on_every_route_with_a_tag() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (dir, app) = serve_two_skills().await;
     let alpha = skill_etag(&app, "alpha").await;
     let manifest = get(&app, "/manifest", &[]).await.header("etag").expect("ETag").to_owned();
     let catalog = app.catalog_etag().await;

@@ -5,10 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use skillcat::config::SourceConfig;
 use tokio::net::TcpStream;
 
-use super::{ALPHA, assert_alive, get, post_load, two_skills};
+use super::{ALPHA, assert_alive, get, post_load, serve_two_skills, serve_two_skills_with};
 use crate::support::http::{parse_response, read_answer, read_continue, read_to_close, write_all};
 use crate::support::server::TestApp;
 
@@ -26,8 +25,7 @@ async fn hold_a_load(app: &TestApp) -> TcpStream {
 
 #[tokio::test]
 async fn requests_over_the_concurrency_limit_are_shed_with_503() {
-    let dir = two_skills();
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+    let (_dir, app) = serve_two_skills_with(|options| {
         options.limits.concurrency = 1;
         // The held load must outlast every check below, however slow the machine.
         options.limits.body_timeout = Duration::from_secs(60);
@@ -58,8 +56,7 @@ async fn requests_over_the_concurrency_limit_are_shed_with_503() {
 
 #[tokio::test]
 async fn a_request_that_takes_too_long_is_408() {
-    let dir = two_skills();
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+    let (_dir, app) = serve_two_skills_with(|options| {
         options.limits.request_timeout = Duration::from_millis(300);
     })
     .await;
@@ -87,8 +84,7 @@ enum Slow {
 /// one, the next request would otherwise be shed), and the connection is closed.
 #[tokio::test]
 async fn a_body_that_arrives_too_slowly_is_408_at_the_body_deadline() {
-    let dir = two_skills();
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+    let (_dir, app) = serve_two_skills_with(|options| {
         options.limits.concurrency = 1;
         options.limits.body_timeout = Duration::from_millis(300);
         options.limits.request_timeout = Duration::from_secs(30);
@@ -144,8 +140,7 @@ async fn a_body_that_arrives_too_slowly_is_408_at_the_body_deadline() {
 /// never sent. A body within the bound still gets its `100 Continue`.
 #[tokio::test]
 async fn a_body_announced_too_large_is_413_before_100_continue() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     let max = skillcat::api::MAX_BODY_BYTES;
     let load = "POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
     let max = max as u64;

@@ -22,6 +22,7 @@ mod load;
 mod operations;
 
 use serde_json::Value;
+use skillcat::server::ServeOptions;
 
 use crate::support::http::Answer;
 use crate::support::server::TestApp;
@@ -36,6 +37,19 @@ fn two_skills() -> tempfile::TempDir {
     write_skill(&dir.path().join("alpha"), ALPHA);
     write_skill(&dir.path().join("beta"), BETA);
     dir
+}
+
+/// A server over [`two_skills`], and the directory it serves (removed when dropped: keep it while
+/// the server runs).
+async fn serve_two_skills() -> (tempfile::TempDir, TestApp) {
+    serve_two_skills_with(|_| {}).await
+}
+
+/// [`serve_two_skills`] with the server's options adjusted by `adjust`.
+async fn serve_two_skills_with(adjust: impl FnOnce(&mut ServeOptions)) -> (tempfile::TempDir, TestApp) {
+    let dir = two_skills();
+    let app = TestApp::spawn_dir_with(dir.path(), adjust).await;
+    (dir, app)
 }
 
 fn root_of(dir: &tempfile::TempDir) -> String {
