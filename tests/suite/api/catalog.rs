@@ -6,7 +6,7 @@ use skillcat::config::SourceConfig;
 
 use super::conditional::assert_conditional_get;
 use super::{assert_strong_etag, get, listed, post_load, root_of, serve_two_skills, two_skills};
-use crate::support::conformance::{case_sources, case_tree, recorded};
+use crate::support::conformance::{case_sources, case_tree, recorded, skill_triples};
 use crate::support::events::Events;
 use crate::support::http::Answer;
 use crate::support::server::TestApp;
@@ -203,13 +203,7 @@ async fn bodies_are_nagents_recorded_results() {
         let app = TestApp::spawn(sources).await;
 
         let listing = root.relative(get(&app, "/skills", &[]).await.json());
-        let skills: Vec<Value> = listing["skills"]
-            .as_array()
-            .expect("skills")
-            .iter()
-            .map(|skill| json!([skill["name"], skill["description"], skill["location"]]))
-            .collect();
-        assert_eq!(json!(skills), expected["composite"]["skills"], "{name}: skills");
+        assert_eq!(skill_triples(&listing), expected["composite"]["skills"], "{name}: skills");
         let shadowed: Vec<Value> = listing["shadowed"]
             .as_array()
             .expect("shadowed")
