@@ -13,13 +13,18 @@ use crate::support::server::TestApp;
 use crate::support::skills::write_skill;
 use crate::support::wait::DEADLINE;
 
+/// Checks a 200 of `content_type` that a cache must revalidate before reusing it (`no-cache`).
+fn assert_200_no_cache(answer: &Answer, content_type: &str) {
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("content-type"), Some(content_type));
+    assert_eq!(answer.header("cache-control"), Some("no-cache"));
+}
+
 #[tokio::test]
 async fn the_catalog_has_a_strong_etag_that_its_body_repeats() {
     let (dir, app) = serve_two_skills().await;
     let answer = Answer::from(app.skills().await).await;
-    assert_eq!(answer.status, 200);
-    assert_eq!(answer.header("content-type"), Some("application/json"));
-    assert_eq!(answer.header("cache-control"), Some("no-cache"));
+    assert_200_no_cache(&answer, "application/json");
     let tag = answer.header("etag").expect("an ETag").to_owned();
     assert_strong_etag(&tag);
     let body = answer.json();
@@ -48,9 +53,7 @@ async fn one_skill_is_its_entry_of_the_catalog() {
     let (_dir, app) = serve_two_skills().await;
     let entry = listed(&app, "beta").await;
     let answer = Answer::from(app.skill("beta").await).await;
-    assert_eq!(answer.status, 200);
-    assert_eq!(answer.header("content-type"), Some("application/json"));
-    assert_eq!(answer.header("cache-control"), Some("no-cache"));
+    assert_200_no_cache(&answer, "application/json");
     assert_eq!(answer.json(), entry);
     let tag = entry["etag"].as_str().expect("etag");
     assert_eq!(answer.header("etag"), Some(tag));
@@ -66,9 +69,7 @@ async fn the_manifest_is_plain_text_with_an_etag() {
     let (dir, app) = serve_two_skills().await;
     let root = root_of(&dir);
     let answer = Answer::from(app.manifest().await).await;
-    assert_eq!(answer.status, 200);
-    assert_eq!(answer.header("content-type"), Some("text/plain; charset=utf-8"));
-    assert_eq!(answer.header("cache-control"), Some("no-cache"));
+    assert_200_no_cache(&answer, "text/plain; charset=utf-8");
     let tag = answer.header("etag").expect("ETag").to_owned();
     assert_strong_etag(&tag);
     assert_ne!(Some(tag.as_str()), get(&app, "/skills", &[]).await.header("etag"));
