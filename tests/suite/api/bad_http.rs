@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use skillcat::server::MAX_HEADER_BYTES;
 use tokio::net::TcpStream;
 
-use super::{assert_alive, serve_two_skills, serve_two_skills_with};
+use super::{LOAD_HEAD, assert_alive, serve_two_skills, serve_two_skills_with};
 use crate::support::http::{parse_response, raw_exchange, read_answer, read_to_close, write_all};
 
 #[tokio::test]
@@ -16,10 +16,7 @@ async fn malformed_http_is_refused_and_the_server_survives() {
         format!("GET /skills HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: {}\r\n\r\n", "a".repeat(size))
             .into_bytes()
     };
-    let load = |head: &str, body: &str| {
-        format!("POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n{body}")
-            .into_bytes()
-    };
+    let load = |head: &str, body: &str| format!("{LOAD_HEAD}{head}\r\n{body}").into_bytes();
     // What is expected: the status of hyper's (or the API's) answer, `None` for a connection
     // closed without one.
     let cases: Vec<(&str, Vec<u8>, Option<u16>)> = vec![

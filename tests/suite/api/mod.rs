@@ -31,6 +31,10 @@ use crate::support::skills::write_skill;
 const ALPHA: &str = "---\nname: alpha\ndescription: The first skill\n---\n# Alpha\n\nDo the alpha thing.\n";
 const BETA: &str = "---\nname: beta\ndescription: The second skill, with <markup> & more\n---\nBeta body.\n";
 
+/// The start of a `POST /skills/alpha/load` written on a raw socket: the headers before those that
+/// frame its body.
+const LOAD_HEAD: &str = "POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+
 /// A directory source with `alpha` and `beta`.
 fn two_skills() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
