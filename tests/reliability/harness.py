@@ -3,6 +3,7 @@ trees, one HTTP exchange at a time over http.client, and the checks of entity ta
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import http.client
 import json
@@ -30,6 +31,21 @@ class CheckFailed(Exception):
 
 
 # --- the server process ------------------------------------------------------------------------
+
+
+def argument_parser(doc: str) -> argparse.ArgumentParser:
+    """A part's command line, described by the first line of its docstring: --binary (the debug
+    build by default), and what the part adds."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--binary", type=Path, default=DEFAULT_BINARY)
+    return parser
+
+
+def parse_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The part's arguments, once the binary is known to have `serve --token-file`."""
+    args = parser.parse_args()
+    require_token_flag(args.binary)
+    return args
 
 
 def require_token_flag(binary: Path) -> None:

@@ -18,7 +18,6 @@ What must hold:
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import selectors
 import socket
@@ -257,10 +256,7 @@ def unfinished_heads(binary: Path, workdir: Path, failures: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(harness.argument_parser(__doc__))
     harness.raise_descriptor_limit(IDLE_CONNECTIONS + STREAM_ATTEMPTS + HEAD_CONNECTIONS + 256)
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-hostile-"))
     failures: list[str] = []

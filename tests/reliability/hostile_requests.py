@@ -15,7 +15,6 @@ What must hold:
 
 from __future__ import annotations
 
-import argparse
 import selectors
 import socket
 import sys
@@ -236,10 +235,7 @@ def expect_continue(server: Server, failures: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(harness.argument_parser(__doc__))
     harness.raise_descriptor_limit(SLOW_BODIES + 256)
     failures: list[str] = []
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-requests-"))

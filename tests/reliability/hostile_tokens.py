@@ -23,7 +23,6 @@ Prints one summary line; exits 1 on any violation (listed, with the work folder 
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -232,10 +231,7 @@ def symlinked(binary: Path, workdir: Path, failures: list[str]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(harness.argument_parser(__doc__))
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-hostile-tokens-"))
     failures: list[str] = []

@@ -13,7 +13,6 @@ verdict counts. Exit status 1 if schemathesis failed or the server misbehaved ar
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -45,14 +44,12 @@ def build_tree(first: Path, second: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
+    parser = harness.argument_parser(__doc__)
     parser.add_argument("--st", type=Path, required=True, help="the schemathesis command")
     parser.add_argument("--seed", default="1", help="the generation seed ('random' for a new one)")
     parser.add_argument("--max-examples", type=int, default=100)
     parser.add_argument("--without-token", action="store_true", help="serve without a token file")
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(parser)
     mode = "without a token file" if args.without_token else "with a token file"
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-schemathesis-"))

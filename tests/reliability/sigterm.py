@@ -41,7 +41,6 @@ What must hold:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import http.client
 import json
@@ -271,10 +270,7 @@ def uploads_in_flight(server: Server, uploaders: list[Client], deadline: float) 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(harness.argument_parser(__doc__))
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-sigterm-"))
     root = workdir / "skills"

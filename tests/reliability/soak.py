@@ -41,7 +41,6 @@ from a leak). --malloc-arena-max N overrides it through MALLOC_ARENA_MAX.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import random
@@ -528,13 +527,11 @@ def judge_rss(rss: list[tuple[float, int, int]], elapsed: float, registry: Regis
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
+    parser = harness.argument_parser(__doc__)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--malloc-arena-max", default="default", help="MALLOC_ARENA_MAX for the server, or 'default' (as shipped)")
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(parser)
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-soak-"))
     root = workdir / "skills"
