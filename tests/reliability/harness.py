@@ -3,6 +3,7 @@ trees, one HTTP exchange at a time over http.client, and the checks of entity ta
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import http.client
 import json
@@ -32,11 +33,33 @@ class CheckFailed(Exception):
 # --- the server process ------------------------------------------------------------------------
 
 
+def argument_parser(doc: str) -> argparse.ArgumentParser:
+    """A part's command line, described by the first line of its docstring: --binary (the debug
+    build by default), and what the part adds."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--binary", type=Path, default=DEFAULT_BINARY)
+    return parser
+
+
+def parse_arguments(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """The part's arguments, once the binary is known to have `serve --token-file`."""
+    args = parser.parse_args()
+    require_token_flag(args.binary)
+    return args
+
+
 def require_token_flag(binary: Path) -> None:
     """The suite runs the server with a token file: refuse a binary that predates the flag."""
     usage = subprocess.run([str(binary), "serve", "--help"], capture_output=True, text=True, check=True).stdout
     if "--token-file" not in usage:
         raise CheckFailed(f"{binary} has no `serve --token-file`; rebuild it from the current tree")
+
+
+def raise_descriptor_limit(needed: int) -> None:
+    """Raises this process's soft limit on open descriptors to `needed` (the hard limit at most)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, needed), hard))
 
 
 class Server:
@@ -313,6 +336,68 @@ def event_lines(response: http.client.HTTPResponse):
         *lines, pending = pending.split(b"\n")
         for line in lines:
             yield line.rstrip(b"\r")
+
+
+def open_event_stream(server: Server, connection: http.client.HTTPConnection) -> http.client.HTTPResponse:
+    """Sends `GET /events` with the server's token on `connection`; the response, its body unread."""
+    connection.request("GET", "/events", headers={**server.auth, "Accept": "text/event-stream"})
+    return connection.getresponse()
+
+
+class EventStream(threading.Thread):
+    """One `/events` stream opened with the server's token, read on its own thread until it ends.
+    Keeps each event's tag (`tags`), the lines that are neither a well-formed catalog event nor a
+    comment (`oddities`), when the stream ended (`ended`) and how (`outcome`: "open" while it
+    lasts, "clean" at the body's last chunk, else what cut it short)."""
+
+    def __init__(self, server: Server, name: str = "events", timeout: float = 30.0) -> None:
+        super().__init__(name=name, daemon=True)
+        self.server = server
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.got_event = threading.Condition(self.lock)
+        self.tags: list[str | None] = []
+        self.oddities: list[str] = []
+        self.ended: float | None = None
+        self.outcome = "open"
+
+    @property
+    def events(self) -> int:
+        with self.lock:
+            return len(self.tags)
+
+    def run(self) -> None:
+        connection = self.server.connection(timeout=self.timeout)
+        try:
+            response = open_event_stream(self.server, connection)
+            if response.status != 200:
+                self.outcome = f"answered {response.status}"
+                return
+            for line in event_lines(response):
+                if line.startswith(b"data:"):
+                    tag = json.loads(line[5:]).get("etag")
+                    if tag is None or not TAG.match(tag):
+                        self.oddities.append(f"data {line[:100]!r}")
+                    with self.lock:
+                        self.tags.append(tag)
+                        self.got_event.notify_all()
+                elif line and not line.startswith((b"event: catalog", b":")):
+                    self.oddities.append(f"line {line[:100]!r}")
+            self.outcome = "clean"
+        except (OSError, http.client.HTTPException, Unterminated, ValueError) as error:
+            self.outcome = f"{type(error).__name__}: {error}"
+        finally:
+            with self.lock:
+                self.ended = time.monotonic()
+                self.got_event.notify_all()
+            connection.close()
+
+    def wait_for_events(self, count: int, timeout: float) -> bool:
+        """Whether the stream has carried `count` events within `timeout` (False as soon as it ends
+        short of them)."""
+        with self.lock:
+            self.got_event.wait_for(lambda: len(self.tags) >= count or self.ended is not None, timeout)
+            return len(self.tags) >= count
 
 
 def identity_body(response: Response) -> bytes:

@@ -18,9 +18,7 @@ What must hold:
 
 from __future__ import annotations
 
-import argparse
 import http.client
-import resource
 import selectors
 import socket
 import sys
@@ -41,12 +39,6 @@ HEAD_CONNECTIONS = 1500
 HEAD_BYTES = 400 * 1024
 HEAD_MEMORY_LIMIT_KIB = 150 * 1024
 SKILLS = 60
-
-
-def raise_own_limit(needed: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(needed, soft)), hard))
 
 
 def tree(root: Path) -> None:
@@ -128,8 +120,7 @@ def published_sizes(server: Server) -> list[int]:
     ]
 
 
-def exhaustion(binary: Path, failures: list[str]) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="skillcat-hostile-"))
+def exhaustion(binary: Path, workdir: Path, failures: list[str]) -> None:
     root = workdir / "skills"
     tree(root)
     with Server(binary, [root], workdir, nofile=1024) as server:
@@ -219,8 +210,7 @@ def exhaustion(binary: Path, failures: list[str]) -> None:
             failures.append(f"out of descriptors outside accept: {problems[:3]}")
 
 
-def unfinished_heads(binary: Path, failures: list[str]) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="skillcat-heads-"))
+def unfinished_heads(binary: Path, workdir: Path, failures: list[str]) -> None:
     root = workdir / "skills"
     tree(root)
     with Server(binary, [root], workdir, nofile=4096) as server:
@@ -266,21 +256,21 @@ def unfinished_heads(binary: Path, failures: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
-    raise_own_limit(IDLE_CONNECTIONS + STREAM_ATTEMPTS + HEAD_CONNECTIONS + 256)
+    args = harness.parse_arguments(harness.argument_parser(__doc__))
+    harness.raise_descriptor_limit(IDLE_CONNECTIONS + STREAM_ATTEMPTS + HEAD_CONNECTIONS + 256)
+    workdir = Path(tempfile.mkdtemp(prefix="skillcat-hostile-"))
     failures: list[str] = []
-    for name, part in (("descriptor exhaustion", exhaustion), ("unfinished heads", unfinished_heads)):
+    parts = (("descriptor exhaustion", "exhaustion", exhaustion), ("unfinished heads", "heads", unfinished_heads))
+    for name, folder, part in parts:
         started = time.monotonic()
         print(f"{name}:")
+        (workdir / folder).mkdir()
         try:
-            part(args.binary, failures)
+            part(args.binary, workdir / folder, failures)
         except CheckFailed as error:
             failures.append(f"{name}: {error}")
         print(f"  {time.monotonic() - started:.1f} s")
-    return harness.verdict("hostile load", failures, Path(tempfile.gettempdir()) / "skillcat-hostile-none")
+    return harness.verdict("hostile load", failures, workdir)
 
 
 if __name__ == "__main__":

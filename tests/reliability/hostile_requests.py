@@ -15,8 +15,6 @@ What must hold:
 
 from __future__ import annotations
 
-import argparse
-import resource
 import selectors
 import socket
 import sys
@@ -40,12 +38,6 @@ EXPECT_REQUESTS = 60
 EXPECT_LIMIT = 1.0
 MAX_BODY_BYTES = 64 * 1024
 SKILLS = 8
-
-
-def raise_own_limit(needed: int) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, needed), hard))
 
 
 def tree(root: Path) -> None:
@@ -243,11 +235,8 @@ def expect_continue(server: Server, failures: list[str]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
-    raise_own_limit(SLOW_BODIES + 256)
+    args = harness.parse_arguments(harness.argument_parser(__doc__))
+    harness.raise_descriptor_limit(SLOW_BODIES + 256)
     failures: list[str] = []
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-requests-"))
     root = workdir / "skills"

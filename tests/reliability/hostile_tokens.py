@@ -23,13 +23,11 @@ Prints one summary line; exits 1 on any violation (listed, with the work folder 
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
 import random
 import secrets
-import shutil
 import sys
 import tempfile
 import threading
@@ -79,47 +77,6 @@ class Asker(threading.Thread):
         connection.close()
 
 
-class Stream(threading.Thread):
-    """One `/events` stream opened with the server's token, read until it ends."""
-
-    def __init__(self, server: Server) -> None:
-        super().__init__(name="events", daemon=True)
-        self.server = server
-        self.lock = threading.Lock()
-        self.tags: list[str] = []
-        self.got_event = threading.Condition(self.lock)
-        self.ended: float | None = None
-        self.outcome = "open"
-
-    def run(self) -> None:
-        connection = self.server.connection(timeout=60)
-        try:
-            connection.request("GET", "/events", headers={**self.server.auth, "Accept": "text/event-stream"})
-            response = connection.getresponse()
-            if response.status != 200:
-                self.outcome = f"answered {response.status}"
-                return
-            for line in harness.event_lines(response):
-                if line.startswith(b"data:"):
-                    with self.lock:
-                        self.tags.append(json.loads(line[5:]).get("etag"))
-                        self.got_event.notify_all()
-            self.outcome = "clean"
-        except (OSError, http.client.HTTPException, harness.Unterminated, ValueError) as error:
-            self.outcome = f"{type(error).__name__}: {error}"
-        finally:
-            with self.lock:
-                self.ended = time.monotonic()
-                self.got_event.notify_all()
-            connection.close()
-
-    def wait_for_events(self, count: int, timeout: float) -> bool:
-        with self.lock:
-            return self.got_event.wait_for(lambda: len(self.tags) >= count or self.ended is not None, timeout) and (
-                len(self.tags) >= count
-            )
-
-
 def status_with(server: Server, token: str) -> int:
     """The status of `GET /skills` with `token` on a new connection; 0 for a connection error."""
     connection = server.connection(timeout=10)
@@ -161,7 +118,7 @@ def rewrites_and_fifo(binary: Path, workdir: Path, failures: list[str]) -> str:
     with server:
         assert server.token_file is not None and server.token is not None
         contents = f"{server.token}\n".encode()
-        stream = Stream(server)
+        stream = harness.EventStream(server, timeout=60)
         stream.start()
         if not stream.wait_for_events(1, EVENT_WAIT):
             failures.append(f"events: no first event ({stream.outcome})")
@@ -191,7 +148,7 @@ def rewrites_and_fifo(binary: Path, workdir: Path, failures: list[str]) -> str:
         if stream.ended is not None:
             failures.append(f"the event stream ended during the rewrites ({stream.outcome})")
         else:
-            seen = len(stream.tags)
+            seen = stream.events
             write_skill(root, "beta")
             if not stream.wait_for_events(seen + 1, EVENT_WAIT):
                 failures.append(f"the event stream carried no event of a change after the rewrites ({stream.outcome})")
@@ -274,10 +231,7 @@ def symlinked(binary: Path, workdir: Path, failures: list[str]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(harness.argument_parser(__doc__))
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-hostile-tokens-"))
     failures: list[str] = []
@@ -290,15 +244,8 @@ def main() -> int:
     except CheckFailed as error:
         failures.append(str(error))
         summary = "stopped early"
-    verdict = "FAILED" if failures else "passed"
-    print(f"hostile_tokens {verdict} in {time.monotonic() - started:.0f} s: {summary}", flush=True)
-    if failures:
-        for failure in failures[:50]:
-            print(f"  - {failure}")
-        print(f"server logs kept in {workdir}")
-        return 1
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    print(f"hostile_tokens in {time.monotonic() - started:.0f} s: {summary}", flush=True)
+    return harness.verdict("hostile token files", failures, workdir)
 
 
 if __name__ == "__main__":

@@ -8,14 +8,12 @@ skills (every part of the response schemas is exercised), and one long skill so 
 loads truncate. `/events` is left out: it streams until the server stops, so no response of it
 ever completes (the SIGTERM test covers it). Schemathesis runs in a scratch directory (it keeps
 example databases and crash files in its working directory), with no hooks: every check's every
-verdict counts. Exit status: schemathesis's, or 1 if the server misbehaved around it.
+verdict counts. Exit status 1 if schemathesis failed or the server misbehaved around it.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,14 +44,12 @@ def build_tree(first: Path, second: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
+    parser = harness.argument_parser(__doc__)
     parser.add_argument("--st", type=Path, required=True, help="the schemathesis command")
     parser.add_argument("--seed", default="1", help="the generation seed ('random' for a new one)")
     parser.add_argument("--max-examples", type=int, default=100)
     parser.add_argument("--without-token", action="store_true", help="serve without a token file")
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(parser)
     mode = "without a token file" if args.without_token else "with a token file"
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-schemathesis-"))
@@ -88,20 +84,15 @@ def main() -> int:
         code, took = server.stop()
         errors, warnings = harness.log_problems(server.log_lines())
 
-    failed = result.returncode != 0
+    failures = []
+    if result.returncode != 0:
+        failures.append(f"schemathesis exited with {result.returncode} (its report is above)")
     if code != 0:
-        print(f"schemathesis: the server exited with {code} ({took:.1f} s after SIGTERM)")
-        failed = True
-    for line in errors:
-        print(f"schemathesis: server log: {line}")
-        failed = True
+        failures.append(f"the server exited with {code} ({took:.1f} s after SIGTERM)")
+    failures.extend(f"server log: {line}" for line in errors)
     if warnings:
         print(f"schemathesis: {len(warnings)} WARN lines in the server log, e.g. {warnings[0]}")
-    if failed:
-        print(f"schemathesis {mode}: FAILED; server log kept in {workdir / 'server.log'}")
-        return 1
-    shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return harness.verdict(f"schemathesis {mode}", failures, workdir)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ What must hold:
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import http.client
 import json
@@ -258,43 +257,6 @@ class Client(threading.Thread):
         return None
 
 
-class Stream(threading.Thread):
-    """One `/events` stream, read until the server ends it."""
-
-    def __init__(self, index: int, server: Server) -> None:
-        super().__init__(name=f"events-{index}", daemon=True)
-        self.server = server
-        self.events = 0
-        self.first_event = threading.Event()
-        self.ended: float | None = None
-        self.outcome = "open"
-        self.oddities: list[str] = []
-
-    def run(self) -> None:
-        connection = self.server.connection(timeout=30)
-        try:
-            connection.request("GET", "/events", headers={**self.server.auth, "Accept": "text/event-stream"})
-            response = connection.getresponse()
-            if response.status != 200:
-                self.outcome = f"answered {response.status}"
-                return
-            for line in harness.event_lines(response):
-                if line.startswith(b"data:"):
-                    tag = json.loads(line[5:]).get("etag")
-                    if tag is None or not harness.TAG.match(tag):
-                        self.oddities.append(f"data {line[:100]!r}")
-                    self.events += 1
-                    self.first_event.set()
-                elif line and not line.startswith((b"event: catalog", b":")):
-                    self.oddities.append(f"line {line[:100]!r}")
-            self.outcome = "clean"
-        except (OSError, http.client.HTTPException, harness.Unterminated, ValueError) as error:
-            self.outcome = f"{type(error).__name__}: {error}"
-        finally:
-            self.ended = time.monotonic()
-            connection.close()
-
-
 def uploads_in_flight(server: Server, uploaders: list[Client], deadline: float) -> bool:
     """Waits until every uploader is sending a request the server has started, with at least a
     third of its body still to send."""
@@ -308,10 +270,7 @@ def uploads_in_flight(server: Server, uploaders: list[Client], deadline: float) 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(harness.argument_parser(__doc__))
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-sigterm-"))
     root = workdir / "skills"
@@ -325,11 +284,11 @@ def main() -> int:
               f"(half on a new connection each), {UPLOADERS} uploads trickled over {UPLOAD_SECONDS} s, "
               f"{DOWNLOADERS} slow downloads of {BIG_BYTES / 1e6:.1f} MB, {EVENT_STREAMS} event streams; "
               f"SIGTERM after {LOAD_SECONDS:.0f} s or more", flush=True)
-        streams = [Stream(index, server) for index in range(EVENT_STREAMS)]
+        streams = [harness.EventStream(server, name=f"events-{index}") for index in range(EVENT_STREAMS)]
         for stream in streams:
             stream.start()
         for stream in streams:
-            if not stream.first_event.wait(10):
+            if not stream.wait_for_events(1, 10):
                 failures.append(f"{stream.name}: no first event ({stream.outcome})")
         load_started = time.monotonic()
         clients = [Client("short", index, server, tree, stop, fresh=index % 2 == 1) for index in range(SHORT)]

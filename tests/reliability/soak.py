@@ -41,7 +41,6 @@ from a leak). --malloc-arena-max N overrides it through MALLOC_ARENA_MAX.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import random
@@ -225,12 +224,18 @@ class Worker(threading.Thread):
             return None
         return self.rng.choice(self.catalog["skills"])
 
-    def listing(self) -> None:
+    def revalidating_headers(self, tag: str | None) -> dict[str, str]:
+        """Half the time `If-None-Match` with the tag last seen (if any), a third of the time
+        `Accept-Encoding: gzip`."""
         headers = {}
-        if self.catalog_tag and self.rng.random() < 0.5:
-            headers["If-None-Match"] = self.catalog_tag
+        if tag and self.rng.random() < 0.5:
+            headers["If-None-Match"] = tag
         if self.rng.random() < 0.33:
             headers["Accept-Encoding"] = "gzip"
+        return headers
+
+    def listing(self) -> None:
+        headers = self.revalidating_headers(self.catalog_tag)
         response = self.send("GET /skills", "GET", "/skills", headers)
         if response.status == 304:
             if response.header("etag") != self.catalog_tag:
@@ -315,11 +320,7 @@ class Worker(threading.Thread):
             raise CheckFailed(f"POST /skills/{name}/load: truncated content is not a prefix of the version")
 
     def manifest(self) -> None:
-        headers = {}
-        if self.manifest_tag and self.rng.random() < 0.5:
-            headers["If-None-Match"] = self.manifest_tag
-        if self.rng.random() < 0.33:
-            headers["Accept-Encoding"] = "gzip"
+        headers = self.revalidating_headers(self.manifest_tag)
         response = self.send("GET /manifest", "GET", "/manifest", headers)
         if response.status == 200:
             harness.check_manifest(harness.identity_body(response), harness.identity_tag(response))
@@ -379,8 +380,7 @@ class EventReader(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.connection.request("GET", "/events", headers={**self.server.auth, "Accept": "text/event-stream"})
-            response = self.connection.getresponse()
+            response = harness.open_event_stream(self.server, self.connection)
             if response.status != 200:
                 self.registry.fail(f"{self.name}: GET /events answered {response.status}")
                 return
@@ -427,8 +427,7 @@ class EventChurner(threading.Thread):
         while time.monotonic() < self.until:
             connection = self.server.connection(timeout=30)
             try:
-                connection.request("GET", "/events", headers={**self.server.auth, "Accept": "text/event-stream"})
-                response = connection.getresponse()
+                response = harness.open_event_stream(self.server, connection)
                 if response.status != 200:
                     self.registry.fail(f"{self.name}: GET /events answered {response.status}")
                     return
@@ -528,13 +527,11 @@ def judge_rss(rss: list[tuple[float, int, int]], elapsed: float, registry: Regis
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", type=Path, default=harness.DEFAULT_BINARY)
+    parser = harness.argument_parser(__doc__)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--malloc-arena-max", default="default", help="MALLOC_ARENA_MAX for the server, or 'default' (as shipped)")
-    args = parser.parse_args()
-    harness.require_token_flag(args.binary)
+    args = harness.parse_arguments(parser)
 
     workdir = Path(tempfile.mkdtemp(prefix="skillcat-soak-"))
     root = workdir / "skills"

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::support::conformance::{case_tree, recorded};
+use crate::support::conformance::{case_tree, recorded, skill_triples};
 
 fn skillcat(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_skillcat"))
@@ -70,13 +70,7 @@ fn check_reports_shadowed_and_diagnostics_and_fails() {
     let args = ["check", "--json", "--no-builtin", "--dir", "a", "--dir", "b", "--dir", "c"];
     let output = skillcat(&args, Path::new(base));
     let report: Value = root.relative(serde_json::from_str(&stdout(&output)).expect("json"));
-    let names: Vec<Value> = report["skills"]
-        .as_array()
-        .expect("skills")
-        .iter()
-        .map(|s| json!([s["name"], s["description"], s["location"]]))
-        .collect();
-    assert_eq!(json!(names), expected["composite"]["skills"]);
+    assert_eq!(skill_triples(&report), expected["composite"]["skills"]);
     let shadowed: Vec<Value> =
         report["shadowed"].as_array().expect("shadowed").iter().map(|s| json!([s["name"], s["location"]])).collect();
     let wanted: Vec<Value> =

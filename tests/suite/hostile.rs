@@ -3,7 +3,6 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use skillcat::config::SourceConfig;
 use skillcat::limits::ConnectionLimits;
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -16,10 +15,7 @@ use crate::support::wait::eventually;
 async fn app_with(limits: ConnectionLimits) -> (tempfile::TempDir, TestApp) {
     let dir = tempfile::tempdir().expect("tempdir");
     write_skill(&dir.path().join("alpha"), &skill_md("alpha", "First.", "A"));
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
-        options.connections = Some(limits);
-    })
-    .await;
+    let app = TestApp::spawn_dir_with(dir.path(), |options| options.connections = Some(limits)).await;
     (dir, app)
 }
 

@@ -1,6 +1,7 @@
 """Fixtures: the skillcat binary (built with cargo unless SKILLCAT_BIN names one) and real
 `skillcat serve` processes over temporary trees, each on a port the server picks itself."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -94,6 +95,14 @@ class Server:
                 return now
             time.sleep(0.02)
         raise AssertionError(f"skillcat did not notice the change within {timeout}s")
+
+    @contextlib.contextmanager
+    def expecting_a_new_catalog(self, timeout=15.0):
+        """Around a change to the served tree: once the block is done, waits until the server
+        publishes a catalog other than the one before it."""
+        before = self.catalog_etag()
+        yield
+        self.wait_for_change(before, timeout)
 
     def metric(self, route, status):
         _, _, body = http_get(self.url + "/metrics")

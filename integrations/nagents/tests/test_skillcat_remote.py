@@ -172,9 +172,8 @@ def test_etag_caching_revalidates_with_304(serve, tmp_path):
         assert server.metric("/skills", 304) == not_modified + 3
         assert server.metric("/skills", 200) == ok
 
-        before = server.catalog_etag()
-        write(root / "two/SKILL.md", skill_md("two", "Second"))
-        server.wait_for_change(before)  # (its own polling GETs count as 200s too)
+        with server.expecting_a_new_catalog():  # (its own polling GETs count as 200s too)
+            write(root / "two/SKILL.md", skill_md("two", "Second"))
         ok = server.metric("/skills", 200)
         third = await remote.discover()
         assert [skill.name for skill in third] == ["one", "two"]
@@ -195,14 +194,13 @@ def test_stale_descriptor_raises_refresh_discovery(serve, tmp_path):
     async def scenario():
         alpha = {skill.name: skill for skill in await remote.discover()}["alpha"]
         await local.discover()
-        before = server.catalog_etag()
         # Same descriptor, new body: the old version can no longer be loaded. Whether the server
         # has rescanned yet (412) or not (409), the answer is the same.
-        write(root / "alpha/SKILL.md", skill_md("alpha", "The alpha skill", "Version 2\n"))
-        with pytest.raises(ValueError, match="refresh discovery") as raised:
-            await remote.load(alpha)
-        assert str(raised.value) == "Skill 'alpha' changed; refresh discovery and retry"
-        server.wait_for_change(before)
+        with server.expecting_a_new_catalog():
+            write(root / "alpha/SKILL.md", skill_md("alpha", "The alpha skill", "Version 2\n"))
+            with pytest.raises(ValueError, match="refresh discovery") as raised:
+                await remote.load(alpha)
+            assert str(raised.value) == "Skill 'alpha' changed; refresh discovery and retry"
         with pytest.raises(ValueError, match="refresh discovery"):
             await remote.load(alpha)
         # Discovery again: the same descriptor, now at its new version.
@@ -212,9 +210,8 @@ def test_stale_descriptor_raises_refresh_discovery(serve, tmp_path):
 
         # A vanished skill: 404 for the old descriptor, then nagents' own "Unknown skill".
         beta = {skill.name: skill for skill in await remote.discover()}["beta"]
-        before = server.catalog_etag()
-        (root / "beta/SKILL.md").unlink()
-        server.wait_for_change(before)
+        with server.expecting_a_new_catalog():
+            (root / "beta/SKILL.md").unlink()
         with pytest.raises(ValueError, match="Skill 'beta' changed; refresh discovery and retry"):
             await remote.load(beta)
         (root / "beta").rmdir()
@@ -246,9 +243,8 @@ def test_duplicate_name_raises_nagents_message(serve, tmp_path):
         # Repaired: the same discoverer recovers on its next discovery.
         remote = RemoteSkillDiscoverer(server.url)
         assert (await outcome(remote.discover()))[1] is ValueError
-        before = server.catalog_etag()
-        write(root / "two/SKILL.md", skill_md("two", "Second"))
-        server.wait_for_change(before)
+        with server.expecting_a_new_catalog():
+            write(root / "two/SKILL.md", skill_md("two", "Second"))
         assert [skill.name for skill in await remote.discover()] == ["dup", "two"]
 
     run(scenario())
@@ -265,9 +261,8 @@ def test_after_a_good_catalog_a_failed_source_keeps_it_and_says_why(serve, tmp_p
         assert remote.catalog_error is None
 
         # A second skill of the same name: the server keeps its last good catalog, says why.
-        before = server.catalog_etag()
-        write(root / "two/SKILL.md", skill_md("dup", "Second"))
-        server.wait_for_change(before)
+        with server.expecting_a_new_catalog():
+            write(root / "two/SKILL.md", skill_md("dup", "Second"))
         assert [skill.name for skill in await remote.discover()] == ["dup"]
         error = remote.catalog_error
         assert isinstance(error, CatalogFailure)
@@ -280,9 +275,8 @@ def test_after_a_good_catalog_a_failed_source_keeps_it_and_says_why(serve, tmp_p
         assert await remote.load(skill) == skill_md("dup", "First")
 
         # Repaired: the failure clears.
-        before = server.catalog_etag()
-        write(root / "two/SKILL.md", skill_md("two", "Second"))
-        server.wait_for_change(before)
+        with server.expecting_a_new_catalog():
+            write(root / "two/SKILL.md", skill_md("two", "Second"))
         assert [skill.name for skill in await remote.discover()] == ["dup", "two"]
         assert remote.catalog_error is None
 

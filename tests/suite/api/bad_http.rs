@@ -3,26 +3,20 @@
 
 use std::time::{Duration, Instant};
 
-use skillcat::config::SourceConfig;
 use skillcat::server::MAX_HEADER_BYTES;
 use tokio::net::TcpStream;
 
-use super::{assert_alive, two_skills};
+use super::{LOAD_HEAD, assert_alive, serve_two_skills, serve_two_skills_with};
 use crate::support::http::{parse_response, raw_exchange, read_answer, read_to_close, write_all};
-use crate::support::server::TestApp;
 
 #[tokio::test]
 async fn malformed_http_is_refused_and_the_server_survives() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     let huge = |size: usize| {
         format!("GET /skills HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: {}\r\n\r\n", "a".repeat(size))
             .into_bytes()
     };
-    let load = |head: &str, body: &str| {
-        format!("POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n{body}")
-            .into_bytes()
-    };
+    let load = |head: &str, body: &str| format!("{LOAD_HEAD}{head}\r\n{body}").into_bytes();
     // What is expected: the status of hyper's (or the API's) answer, `None` for a connection
     // closed without one.
     let cases: Vec<(&str, Vec<u8>, Option<u16>)> = vec![
@@ -54,8 +48,7 @@ async fn malformed_http_is_refused_and_the_server_survives() {
 
 #[tokio::test]
 async fn a_client_that_stops_sending_headers_is_disconnected() {
-    let dir = two_skills();
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+    let (_dir, app) = serve_two_skills_with(|options| {
         options.header_timeout = Duration::from_millis(300);
     })
     .await;
@@ -87,8 +80,7 @@ async fn a_client_that_stops_sending_headers_is_disconnected() {
 /// not a host and optional port are 400 problems, on every route; HTTP/1.0 needs no `Host`.
 #[tokio::test]
 async fn a_request_without_exactly_one_valid_host_is_400() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     // A request head (without the blank line that ends it) and its status.
     let cases: &[(&str, u16)] = &[
         ("GET /skills HTTP/1.1", 400),

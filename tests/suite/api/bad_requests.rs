@@ -8,7 +8,7 @@ use reqwest::Method;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{assert_alive, assert_route_labels_are_templates, get, two_skills};
+use super::{assert_alive, assert_route_labels_are_templates, get, serve_two_skills};
 use crate::support::http::{Answer, raw_request};
 use crate::support::server::TestApp;
 
@@ -269,8 +269,7 @@ impl Bad {
 
 #[tokio::test]
 async fn malformed_requests_get_the_right_problem_and_never_a_server_error() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     let table = malformed_requests();
     assert!(table.len() >= 30);
     let mut failures = Vec::new();
@@ -374,8 +373,7 @@ fn arbitrary_request() -> impl Strategy<Value = Bad> {
 #[test]
 fn arbitrary_requests_never_get_a_server_error() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-    let dir = two_skills();
-    let app = runtime.block_on(TestApp::spawn_dir(dir.path()));
+    let (_dir, app) = runtime.block_on(serve_two_skills());
     let config = ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() };
     let result = TestRunner::new(config).run(&arbitrary_request(), |row| {
         let answer = runtime.block_on(row.send(&app));

@@ -5,22 +5,26 @@ use serde_json::{Value, json};
 use skillcat::config::SourceConfig;
 
 use super::conditional::assert_conditional_get;
-use super::{assert_strong_etag, get, listed, post_load, root_of, two_skills};
-use crate::support::conformance::{case_sources, case_tree, recorded};
+use super::{assert_strong_etag, get, listed, post_load, root_of, serve_two_skills, two_skills};
+use crate::support::conformance::{case_sources, case_tree, recorded, skill_triples};
 use crate::support::events::Events;
 use crate::support::http::Answer;
 use crate::support::server::TestApp;
 use crate::support::skills::write_skill;
 use crate::support::wait::DEADLINE;
 
+/// Checks a 200 of `content_type` that a cache must revalidate before reusing it (`no-cache`).
+fn assert_200_no_cache(answer: &Answer, content_type: &str) {
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("content-type"), Some(content_type));
+    assert_eq!(answer.header("cache-control"), Some("no-cache"));
+}
+
 #[tokio::test]
 async fn the_catalog_has_a_strong_etag_that_its_body_repeats() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (dir, app) = serve_two_skills().await;
     let answer = Answer::from(app.skills().await).await;
-    assert_eq!(answer.status, 200);
-    assert_eq!(answer.header("content-type"), Some("application/json"));
-    assert_eq!(answer.header("cache-control"), Some("no-cache"));
+    assert_200_no_cache(&answer, "application/json");
     let tag = answer.header("etag").expect("an ETag").to_owned();
     assert_strong_etag(&tag);
     let body = answer.json();
@@ -46,13 +50,10 @@ async fn the_catalog_has_a_strong_etag_that_its_body_repeats() {
 
 #[tokio::test]
 async fn one_skill_is_its_entry_of_the_catalog() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     let entry = listed(&app, "beta").await;
     let answer = Answer::from(app.skill("beta").await).await;
-    assert_eq!(answer.status, 200);
-    assert_eq!(answer.header("content-type"), Some("application/json"));
-    assert_eq!(answer.header("cache-control"), Some("no-cache"));
+    assert_200_no_cache(&answer, "application/json");
     assert_eq!(answer.json(), entry);
     let tag = entry["etag"].as_str().expect("etag");
     assert_eq!(answer.header("etag"), Some(tag));
@@ -65,13 +66,10 @@ async fn one_skill_is_its_entry_of_the_catalog() {
 
 #[tokio::test]
 async fn the_manifest_is_plain_text_with_an_etag() {
-    let dir = two_skills();
+    let (dir, app) = serve_two_skills().await;
     let root = root_of(&dir);
-    let app = TestApp::spawn_dir(dir.path()).await;
     let answer = Answer::from(app.manifest().await).await;
-    assert_eq!(answer.status, 200);
-    assert_eq!(answer.header("content-type"), Some("text/plain; charset=utf-8"));
-    assert_eq!(answer.header("cache-control"), Some("no-cache"));
+    assert_200_no_cache(&answer, "text/plain; charset=utf-8");
     let tag = answer.header("etag").expect("ETag").to_owned();
     assert_strong_etag(&tag);
     assert_ne!(Some(tag.as_str()), get(&app, "/skills", &[]).await.header("etag"));
@@ -206,13 +204,7 @@ async fn bodies_are_nagents_recorded_results() {
         let app = TestApp::spawn(sources).await;
 
         let listing = root.relative(get(&app, "/skills", &[]).await.json());
-        let skills: Vec<Value> = listing["skills"]
-            .as_array()
-            .expect("skills")
-            .iter()
-            .map(|skill| json!([skill["name"], skill["description"], skill["location"]]))
-            .collect();
-        assert_eq!(json!(skills), expected["composite"]["skills"], "{name}: skills");
+        assert_eq!(skill_triples(&listing), expected["composite"]["skills"], "{name}: skills");
         let shadowed: Vec<Value> = listing["shadowed"]
             .as_array()
             .expect("shadowed")

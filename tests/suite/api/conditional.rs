@@ -3,7 +3,7 @@
 //! identity and gzip representations.
 
 use super::catalog::many_skills;
-use super::{ALPHA, get, post_load, root_of, skill_etag, two_skills};
+use super::{ALPHA, get, post_load, root_of, serve_two_skills, skill_etag};
 use crate::support::server::TestApp;
 use crate::support::skills::write_skill;
 
@@ -26,18 +26,40 @@ pub(super) async fn assert_conditional_get(app: &TestApp, path: &str, tag: &str)
     }
 }
 
+/// The current tags of the `two_skills` catalog, of `alpha` (its entry and its content) and of
+/// the manifest.
+struct CurrentTags {
+    catalog: String,
+    alpha: String,
+    manifest: String,
+}
+
+impl CurrentTags {
+    async fn of(app: &TestApp) -> CurrentTags {
+        let alpha = skill_etag(app, "alpha").await;
+        let manifest = get(app, "/manifest", &[]).await.header("etag").expect("ETag").to_owned();
+        let catalog = app.catalog_etag().await;
+        CurrentTags { catalog, alpha, manifest }
+    }
+
+    /// Every GET route with a tag, and its tag.
+    fn by_route(&self) -> [(&'static str, &String); 4] {
+        [
+            ("/skills", &self.catalog),
+            ("/skills/alpha", &self.alpha),
+            ("/skills/alpha/content", &self.alpha),
+            ("/manifest", &self.manifest),
+        ]
+    }
+}
+
 /// An entity tag is a quoted string, and a comma is one of the characters it may hold (RFC 9110
 /// `etagc`): a list of tags is split between tags, never inside one.
 #[tokio::test]
 async fn a_comma_inside_an_entity_tag_does_not_split_it() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
-    let alpha = skill_etag(&app, "alpha").await;
-    let manifest = get(&app, "/manifest", &[]).await.header("etag").expect("ETag").to_owned();
-    let catalog = app.catalog_etag().await;
-    for (path, tag) in
-        [("/skills", &catalog), ("/skills/alpha", &alpha), ("/skills/alpha/content", &alpha), ("/manifest", &manifest)]
-    {
+    let (dir, app) = serve_two_skills().await;
+    let tags = CurrentTags::of(&app).await;
+    for (path, tag) in tags.by_route() {
         for form in [
             format!("\"a,b\", {tag}"),
             format!("\"a,b\",{tag}"),
@@ -59,6 +81,7 @@ async fn a_comma_inside_an_entity_tag_does_not_split_it() {
         get(&app, "/skills/alpha/content", &[("if-match", form)]).await.problem(412, "precondition-failed");
         post_load(&app, "alpha", &[("if-match", form)], None).await.problem(412, "precondition-failed");
     }
+    let alpha = &tags.alpha;
     for form in [format!("\"x,y\", {alpha}"), format!("{alpha}, \"x,y\""), format!("\"x,y\",{alpha}")] {
         let answer = get(&app, "/skills/alpha/content", &[("if-match", &form)]).await;
         assert_eq!((answer.status, answer.text()), (200, ALPHA), "content with If-Match: {form}");
@@ -74,14 +97,9 @@ async fn a_comma_inside_an_entity_tag_does_not_split_it() {
 /// request through, any other (a weak one included: the comparison is strong) is a 412.
 #[tokio::test]
 async fn if_match_is_honoured_on_every_route_with_a_tag() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
-    let alpha = skill_etag(&app, "alpha").await;
-    let manifest = get(&app, "/manifest", &[]).await.header("etag").expect("ETag").to_owned();
-    let catalog = app.catalog_etag().await;
-    for (path, tag) in
-        [("/skills", &catalog), ("/skills/alpha", &alpha), ("/skills/alpha/content", &alpha), ("/manifest", &manifest)]
-    {
+    let (dir, app) = serve_two_skills().await;
+    let tags = CurrentTags::of(&app).await;
+    for (path, tag) in tags.by_route() {
         for form in [tag.clone(), "*".to_owned(), format!("\"other\", {tag}")] {
             let answer = get(&app, path, &[("if-match", &form)]).await;
             assert_eq!(answer.status, 200, "GET {path} with If-Match: {form}");
@@ -99,8 +117,8 @@ async fn if_match_is_honoured_on_every_route_with_a_tag() {
     // A tag that was current is not after a change.
     write_skill(&dir.path().join("gamma"), "---\nname: gamma\ndescription: New\n---\n");
     app.wait_for_catalog(|catalog| catalog["skills"].as_array().is_some_and(|skills| skills.len() == 3)).await;
-    get(&app, "/skills", &[("if-match", &catalog)]).await.problem(412, "precondition-failed");
-    get(&app, "/manifest", &[("if-match", &manifest)]).await.problem(412, "precondition-failed");
+    get(&app, "/skills", &[("if-match", &tags.catalog)]).await.problem(412, "precondition-failed");
+    get(&app, "/manifest", &[("if-match", &tags.manifest)]).await.problem(412, "precondition-failed");
     app.shutdown().await.unwrap();
 }
 

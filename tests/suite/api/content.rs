@@ -1,18 +1,14 @@
 //! `GET /skills/{name}/content`: the whole file, guarded by the skill's tag, and what happens when
 //! the file changed since the snapshot.
 
-use skillcat::config::SourceConfig;
-
 use super::conditional::matching_forms;
-use super::{ALPHA, get, post_load, skill_etag, two_skills};
+use super::{ALPHA, get, post_load, serve_two_skills, serve_two_skills_with, skill_etag};
 use crate::support::http::Answer;
-use crate::support::server::TestApp;
 use crate::support::skills::write_skill;
 
 #[tokio::test]
 async fn content_is_the_whole_file_guarded_by_the_skill_etag() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     let tag = skill_etag(&app, "alpha").await;
     let answer = Answer::from(app.content("alpha").await).await;
     assert_eq!(answer.status, 200);
@@ -45,10 +41,8 @@ async fn content_is_the_whole_file_guarded_by_the_skill_etag() {
 
 #[tokio::test]
 async fn a_skill_that_changed_since_the_snapshot_is_409() {
-    let dir = two_skills();
     // Without the watcher the server only learns of a change when a request meets it.
-    let app =
-        TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| options.live.watch = false).await;
+    let (dir, app) = serve_two_skills_with(|options| options.live.watch = false).await;
     let old = skill_etag(&app, "alpha").await;
     let edited = ALPHA.replace("Do the alpha thing.", "Do the alpha thing differently.");
     write_skill(&dir.path().join("alpha"), &edited);

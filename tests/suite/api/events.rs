@@ -3,18 +3,15 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use skillcat::config::SourceConfig;
 
-use super::two_skills;
+use super::{serve_two_skills, serve_two_skills_with};
 use crate::support::events::Events;
-use crate::support::server::TestApp;
 use crate::support::skills::write_skill;
 use crate::support::wait::DEADLINE;
 
 #[tokio::test]
 async fn events_announce_the_catalog_at_connect_and_on_change() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (dir, app) = serve_two_skills().await;
     let tag = app.catalog_etag().await;
     let mut events = Events::open(&app).await;
     assert_eq!(events.next(DEADLINE).await, Some(json!({"etag": tag})), "the first event");
@@ -31,8 +28,7 @@ async fn events_announce_the_catalog_at_connect_and_on_change() {
 
 #[tokio::test]
 async fn shutdown_ends_open_event_streams() {
-    let dir = two_skills();
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+    let (_dir, app) = serve_two_skills_with(|options| {
         // Longer than the test waits: only streams that really end let shutdown finish in time.
         options.shutdown_grace = Duration::from_secs(60);
     })

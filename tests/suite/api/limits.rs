@@ -5,10 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use skillcat::config::SourceConfig;
 use tokio::net::TcpStream;
 
-use super::{ALPHA, assert_alive, get, post_load, two_skills};
+use super::{ALPHA, LOAD_HEAD, assert_alive, get, post_load, serve_two_skills, serve_two_skills_with};
 use crate::support::http::{parse_response, read_answer, read_continue, read_to_close, write_all};
 use crate::support::server::TestApp;
 
@@ -17,7 +16,7 @@ use crate::support::server::TestApp;
 /// that arrives the request is past the limits and waiting in the handler.
 async fn hold_a_load(app: &TestApp) -> TcpStream {
     let stream = TcpStream::connect(app.address).await.expect("connect");
-    let head = "POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n";
+    let head = format!("{LOAD_HEAD}Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n");
     write_all(&stream, head.as_bytes()).await.expect("write the head");
     read_continue(&stream).await;
     write_all(&stream, b"1\r\n{\r\n").await.expect("write the start of the body");
@@ -26,8 +25,7 @@ async fn hold_a_load(app: &TestApp) -> TcpStream {
 
 #[tokio::test]
 async fn requests_over_the_concurrency_limit_are_shed_with_503() {
-    let dir = two_skills();
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+    let (_dir, app) = serve_two_skills_with(|options| {
         options.limits.concurrency = 1;
         // The held load must outlast every check below, however slow the machine.
         options.limits.body_timeout = Duration::from_secs(60);
@@ -58,8 +56,7 @@ async fn requests_over_the_concurrency_limit_are_shed_with_503() {
 
 #[tokio::test]
 async fn a_request_that_takes_too_long_is_408() {
-    let dir = two_skills();
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+    let (_dir, app) = serve_two_skills_with(|options| {
         options.limits.request_timeout = Duration::from_millis(300);
     })
     .await;
@@ -87,24 +84,22 @@ enum Slow {
 /// one, the next request would otherwise be shed), and the connection is closed.
 #[tokio::test]
 async fn a_body_that_arrives_too_slowly_is_408_at_the_body_deadline() {
-    let dir = two_skills();
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], |options| {
+    let (_dir, app) = serve_two_skills_with(|options| {
         options.limits.concurrency = 1;
         options.limits.body_timeout = Duration::from_millis(300);
         options.limits.request_timeout = Duration::from_secs(30);
     })
     .await;
-    let load = "POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
     for slow in [Slow::Short, Slow::Chunked, Slow::Expecting, Slow::Trickle] {
         let stream = Arc::new(TcpStream::connect(app.address).await.expect("connect"));
         let started = Instant::now();
         let (what, head) = match slow {
-            Slow::Short => ("Content-Length: 10, one byte", format!("{load}Content-Length: 10\r\n\r\n{{")),
-            Slow::Chunked => ("one chunk", format!("{load}Transfer-Encoding: chunked\r\n\r\n1\r\n{{\r\n")),
+            Slow::Short => ("Content-Length: 10, one byte", format!("{LOAD_HEAD}Content-Length: 10\r\n\r\n{{")),
+            Slow::Chunked => ("one chunk", format!("{LOAD_HEAD}Transfer-Encoding: chunked\r\n\r\n1\r\n{{\r\n")),
             Slow::Expecting => {
-                ("100 Continue, then nothing", format!("{load}Content-Length: 10\r\nExpect: 100-continue\r\n\r\n"))
+                ("100 Continue, then nothing", format!("{LOAD_HEAD}Content-Length: 10\r\nExpect: 100-continue\r\n\r\n"))
             }
-            Slow::Trickle => ("a byte every 50 ms", format!("{load}Content-Length: 1000\r\n\r\n")),
+            Slow::Trickle => ("a byte every 50 ms", format!("{LOAD_HEAD}Content-Length: 1000\r\n\r\n")),
         };
         write_all(&stream, head.as_bytes()).await.expect("write");
         let trickle = match slow {
@@ -144,16 +139,13 @@ async fn a_body_that_arrives_too_slowly_is_408_at_the_body_deadline() {
 /// never sent. A body within the bound still gets its `100 Continue`.
 #[tokio::test]
 async fn a_body_announced_too_large_is_413_before_100_continue() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
-    let max = skillcat::api::MAX_BODY_BYTES;
-    let load = "POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
-    let max = max as u64;
+    let (_dir, app) = serve_two_skills().await;
+    let max = skillcat::api::MAX_BODY_BYTES as u64;
     for (length, expect) in [(max + 1, true), (1 << 40, true), (max + 1, false)] {
         let what = format!("Content-Length: {length}, Expect: {expect}");
         let stream = TcpStream::connect(app.address).await.expect("connect");
         let expect = if expect { "Expect: 100-continue\r\n" } else { "" };
-        let head = format!("{load}Content-Length: {length}\r\n{expect}\r\n");
+        let head = format!("{LOAD_HEAD}Content-Length: {length}\r\n{expect}\r\n");
         let started = Instant::now();
         write_all(&stream, head.as_bytes()).await.expect("write");
         // The 413 is the first thing the server sends (no `100 Continue` before it), and it
@@ -167,7 +159,7 @@ async fn a_body_announced_too_large_is_413_before_100_continue() {
     }
     // At the bound: 100 Continue, then the body is read.
     let stream = TcpStream::connect(app.address).await.expect("connect");
-    let head = format!("{load}Content-Length: {max}\r\nExpect: 100-continue\r\n\r\n");
+    let head = format!("{LOAD_HEAD}Content-Length: {max}\r\nExpect: 100-continue\r\n\r\n");
     write_all(&stream, head.as_bytes()).await.expect("write");
     read_continue(&stream).await;
     let mut body = b"{}".to_vec();

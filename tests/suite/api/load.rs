@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ALPHA, post_load, root_of, skill_etag, two_skills};
+use super::{ALPHA, post_load, root_of, serve_two_skills, skill_etag};
 use crate::support::http::Answer;
 use crate::support::server::TestApp;
 
@@ -19,9 +19,8 @@ fn load_result(root: &str, name: &str, content: &str, truncated: bool, limit: u6
 
 #[tokio::test]
 async fn loads_are_budgeted_as_nagents_does() {
-    let dir = two_skills();
+    let (dir, app) = serve_two_skills().await;
     let root = root_of(&dir);
-    let app = TestApp::spawn_dir(dir.path()).await;
     let full = load_result(&root, "alpha", ALPHA, false, 10_000);
     let empty = app.load("alpha", None).await;
     assert_eq!(empty.status(), 200);
@@ -58,9 +57,8 @@ async fn load_raw(app: &TestApp, body: &str) -> Answer {
 /// string, or a number out of 1..=100000 is no limit.
 #[tokio::test]
 async fn an_integral_number_is_a_token_limit() {
-    let dir = two_skills();
+    let (dir, app) = serve_two_skills().await;
     let root = root_of(&dir);
-    let app = TestApp::spawn_dir(dir.path()).await;
     for (limit, value) in [("2.0", 2), ("1.0", 1), ("100000.0", 100_000), ("1e3", 1000), ("2.50e1", 25)] {
         let answer = load_raw(&app, &format!(r#"{{"token_limit": {limit}}}"#)).await;
         assert_eq!(answer.status, 200, "token_limit {limit}: {answer:?}");

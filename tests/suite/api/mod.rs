@@ -22,6 +22,7 @@ mod load;
 mod operations;
 
 use serde_json::Value;
+use skillcat::server::ServeOptions;
 
 use crate::support::http::Answer;
 use crate::support::server::TestApp;
@@ -30,12 +31,29 @@ use crate::support::skills::write_skill;
 const ALPHA: &str = "---\nname: alpha\ndescription: The first skill\n---\n# Alpha\n\nDo the alpha thing.\n";
 const BETA: &str = "---\nname: beta\ndescription: The second skill, with <markup> & more\n---\nBeta body.\n";
 
+/// The start of a `POST /skills/alpha/load` written on a raw socket: the headers before those that
+/// frame its body.
+const LOAD_HEAD: &str = "POST /skills/alpha/load HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+
 /// A directory source with `alpha` and `beta`.
 fn two_skills() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     write_skill(&dir.path().join("alpha"), ALPHA);
     write_skill(&dir.path().join("beta"), BETA);
     dir
+}
+
+/// A server over [`two_skills`], and the directory it serves (removed when dropped: keep it while
+/// the server runs).
+async fn serve_two_skills() -> (tempfile::TempDir, TestApp) {
+    serve_two_skills_with(|_| {}).await
+}
+
+/// [`serve_two_skills`] with the server's options adjusted by `adjust`.
+async fn serve_two_skills_with(adjust: impl FnOnce(&mut ServeOptions)) -> (tempfile::TempDir, TestApp) {
+    let dir = two_skills();
+    let app = TestApp::spawn_dir_with(dir.path(), adjust).await;
+    (dir, app)
 }
 
 fn root_of(dir: &tempfile::TempDir) -> String {

@@ -3,16 +3,14 @@
 use reqwest::Method;
 use serde_json::json;
 
-use super::{assert_route_labels_are_templates, get, two_skills};
+use super::{assert_route_labels_are_templates, get, serve_two_skills};
 use crate::support::events::Events;
 use crate::support::http::Answer;
-use crate::support::server::TestApp;
 use crate::support::wait::DEADLINE;
 
 #[tokio::test]
 async fn operations_routes_answer() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     let health = get(&app, "/healthz", &[]).await;
     assert_eq!((health.status, health.json()), (200, json!({"status": "ok"})));
     let ready = get(&app, "/readyz", &[]).await;
@@ -53,8 +51,7 @@ async fn operations_routes_answer() {
 
 #[tokio::test]
 async fn wrong_methods_are_405_with_allow_and_unknown_routes_404() {
-    let dir = two_skills();
-    let app = TestApp::spawn_dir(dir.path()).await;
+    let (_dir, app) = serve_two_skills().await;
     let cases = [
         (Method::PUT, "/skills", "GET"),
         (Method::DELETE, "/skills/alpha", "GET"),

@@ -40,6 +40,13 @@ pub fn recorded(name: &str) -> Value {
     expected["cases"][name].clone()
 }
 
+/// The skills of a catalog (or of `check --json`'s report) as nagents' results record them:
+/// `[name, description, location]` each.
+pub fn skill_triples(listing: &Value) -> Value {
+    let skills = listing["skills"].as_array().expect("skills");
+    skills.iter().map(|skill| json!([skill["name"], skill["description"], skill["location"]])).collect()
+}
+
 fn triple(skill: &Skill) -> Value {
     json!([skill.name().as_str(), skill.description(), skill.location()])
 }

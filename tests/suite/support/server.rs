@@ -33,7 +33,12 @@ impl TestApp {
 
     /// A server over one directory source.
     pub async fn spawn_dir(root: &Path) -> TestApp {
-        Self::spawn(vec![SourceConfig::directory(root)]).await
+        Self::spawn_dir_with(root, |_| {}).await
+    }
+
+    /// A server over one directory source, with options adjusted by `adjust`.
+    pub async fn spawn_dir_with(root: &Path, adjust: impl FnOnce(&mut ServeOptions)) -> TestApp {
+        Self::spawn_with(vec![SourceConfig::directory(root)], adjust).await
     }
 
     /// Serves with options adjusted by `adjust`; returns once the first discovery is published.
