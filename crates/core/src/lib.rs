@@ -20,6 +20,7 @@ mod builtin;
 mod composite;
 mod directory;
 mod discover;
+mod files;
 mod manifest;
 mod metadata;
 pub mod pystr;
@@ -34,6 +35,10 @@ pub use builtin::BuiltinSkillDiscoverer;
 pub use composite::{CompositeDiscovery, CompositeSkillDiscoverer, SourceError, SourcedDiagnostic, SourcedSkill};
 pub use directory::{AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, DirectorySkillDiscoverer, MAX_FILE_BYTES};
 pub use discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, skill_catalog};
+pub use files::{
+    Digest, FileListing, FilesUnavailable, InvalidDigest, InvalidFilePath, MAX_FILE_PATH_BYTES, MAX_SKILL_BYTES,
+    MAX_SKILL_DEPTH, MAX_SKILL_ENTRIES, MAX_SKILL_FILES, SkillFile, SkillFilePath, SkipReason, SkippedEntry,
+};
 pub use manifest::{MAX_SKILL_MANIFEST_TOKENS, render_skill_manifest};
 pub use metadata::{FALLBACK_DESCRIPTION, MetadataError, MetadataErrorKind, parse_skill_metadata};
 pub use references::explicit_skill_names;
