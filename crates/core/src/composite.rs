@@ -5,15 +5,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 
 use crate::discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, sorted_catalog};
+use crate::files::FileListing;
 use crate::skill::Skill;
 
-/// A descriptor, the index of the source that gave it, and the version of its content if the
-/// source's scan read it.
+/// A descriptor, the index of the source that gave it, the version of its content if the
+/// source's scan read it, and its files if the source listed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourcedSkill {
     pub skill: Skill,
     pub source: usize,
     pub version: Option<ContentVersion>,
+    pub files: Option<Arc<FileListing>>,
 }
 
 /// A diagnostic and the index of the source that reported it.
@@ -67,11 +69,17 @@ impl CompositeSkillDiscoverer {
         let mut diagnostics = Vec::new();
         for (source, discoverer) in self.sources.iter().enumerate() {
             let failed = |error| SourceError { index: source, error };
-            let Discovery { skills, versions, diagnostics: skipped } = discoverer.scan().await.map_err(failed)?;
+            let Discovery { skills, versions, files, diagnostics: skipped } =
+                discoverer.scan().await.map_err(failed)?;
             diagnostics.extend(skipped.into_iter().map(|message| SourcedDiagnostic { source, message }));
             let versions = versions.into_iter().map(Some).chain(std::iter::repeat(None));
-            let skills =
-                skills.into_iter().zip(versions).map(|(skill, version)| SourcedSkill { skill, source, version });
+            let files = files.into_iter().map(Some).chain(std::iter::repeat_with(|| None));
+            let skills = skills.into_iter().zip(versions).zip(files).map(|((skill, version), files)| SourcedSkill {
+                skill,
+                source,
+                version,
+                files,
+            });
             let skills = sorted_catalog(skills.collect(), |sourced| &sourced.skill).map_err(failed)?;
             owners = merge(owners, skills.into_iter(), &mut shadowed);
         }
@@ -116,11 +124,13 @@ impl std::fmt::Debug for CompositeSkillDiscoverer {
 impl SkillDiscoverer for CompositeSkillDiscoverer {
     async fn scan(&self) -> Result<Discovery, SkillError> {
         let discovery = self.scan_sources().await.map_err(|failure| failure.error)?;
-        // Versions are kept only when every owner's source read its content.
+        // Versions and files are kept only when every owner's source read or listed them.
         let versions: Option<Vec<ContentVersion>> = discovery.skills.iter().map(|entry| entry.version).collect();
+        let files: Option<Vec<Arc<FileListing>>> = discovery.skills.iter().map(|entry| entry.files.clone()).collect();
         Ok(Discovery {
             skills: discovery.skills.into_iter().map(|entry| entry.skill).collect(),
             versions: versions.unwrap_or_default(),
+            files: files.unwrap_or_default(),
             diagnostics: discovery.diagnostics.into_iter().map(|entry| entry.message).collect(),
         })
     }

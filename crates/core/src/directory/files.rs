@@ -1,0 +1,340 @@
+//! The files beneath a directory skill's folder: the same guarded walk as discovery (every open
+//! relative to an open folder, no symlink followed, files opened non-blocking and checked on the
+//! descriptor), with bounds of its own, and SHA-256 digests that a rescan reuses for files whose
+//! status did not change.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rustix::fs::{AtFlags, FileType, RawDir, Stat};
+use rustix::io::Errno;
+
+use super::guarded::{self, OpenFileError};
+use crate::files::{
+    Digest, FileListing, FilesUnavailable, MAX_FILE_PATH_BYTES, MAX_SKILL_BYTES, MAX_SKILL_DEPTH, MAX_SKILL_ENTRIES,
+    MAX_SKILL_FILES, SkillFile, SkillFilePath, SkipReason, SkippedEntry, check_segment,
+};
+
+const LISTING_BUFFER: usize = 32 * 1024;
+const HASH_CHUNK: usize = 64 * 1024;
+/// A file whose status changed less than this many seconds before the scan started is hashed
+/// again at the next scan: file times tick coarsely (a jiffy, or a server's clock), so a write
+/// just after the scan read the file could leave its status unchanged (git's "racy" files).
+const SETTLE_SECONDS: i64 = 2;
+
+/// What identifies a file's content without reading it: a write changes the size, the
+/// modification time or at least the change time, which no one can set back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct FileKey {
+    device: u64,
+    inode: u64,
+    size: u64,
+    modified: (i64, u64),
+    changed: (i64, u64),
+}
+
+impl FileKey {
+    // The field types of `struct stat` differ between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    fn of(stat: &Stat) -> Self {
+        FileKey {
+            device: stat.st_dev as u64,
+            inode: stat.st_ino as u64,
+            size: stat.st_size as u64,
+            modified: (stat.st_mtime as i64, stat.st_mtime_nsec as u64),
+            changed: (stat.st_ctime as i64, stat.st_ctime_nsec as u64),
+        }
+    }
+}
+
+/// Digests by file status, as the last scan saw them.
+pub(crate) type Hashes = HashMap<FileKey, Digest>;
+
+/// A scan that ran out of descriptors or memory where it was (relative to the skill folder).
+#[derive(Debug)]
+pub(crate) struct Exhausted {
+    pub path: String,
+    pub error: std::io::Error,
+}
+
+/// One skill's files, and the folders beneath it that the walk entered (in path order), from
+/// which a nested skill's listing can be cut.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    pub listing: FileListing,
+    pub folders: Vec<String>,
+}
+
+/// Lists skills' files during one scan, reusing the previous scan's digests.
+pub(crate) struct Lister<'p> {
+    previous: &'p Hashes,
+    /// The digests of every file this scan listed: the next scan's `previous`.
+    pub current: Hashes,
+    settled_before: i64,
+    /// Files read and hashed by this scan.
+    pub hashed: u64,
+    listing: Vec<u8>,
+    chunk: Vec<u8>,
+}
+
+/// Why a skill's walk stopped.
+enum Stop {
+    Bound(FilesUnavailable),
+    Exhausted(Exhausted),
+}
+
+#[derive(Default)]
+struct Tree {
+    files: Vec<SkillFile>,
+    skipped: Vec<SkippedEntry>,
+    folders: Vec<String>,
+    entries: usize,
+    bytes: u64,
+}
+
+impl Tree {
+    fn skip(&mut self, path: String, reason: SkipReason) {
+        self.skipped.push(SkippedEntry { path, reason });
+    }
+}
+
+impl<'p> Lister<'p> {
+    pub(crate) fn new(previous: &'p Hashes) -> Self {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
+        Lister {
+            previous,
+            current: Hashes::with_capacity(previous.len()),
+            settled_before: i64::try_from(now).unwrap_or(i64::MAX) - SETTLE_SECONDS,
+            hashed: 0,
+            listing: Vec::with_capacity(LISTING_BUFFER),
+            chunk: vec![0; HASH_CHUNK],
+        }
+    }
+
+    /// Lists the files beneath the open skill `folder`.
+    pub(crate) fn list(&mut self, folder: &OwnedFd) -> Result<Listed, Exhausted> {
+        let mut tree = Tree::default();
+        match self.folder(&mut tree, folder.as_fd(), "", 0) {
+            Ok(()) => {
+                tree.folders.sort_unstable();
+                Ok(Listed { listing: FileListing::new(tree.files, tree.skipped), folders: tree.folders })
+            }
+            Err(Stop::Bound(reason)) => Ok(Listed { listing: FileListing::unavailable(reason), folders: Vec::new() }),
+            Err(Stop::Exhausted(exhausted)) => Err(exhausted),
+        }
+    }
+
+    /// Walks one folder (`path` relative to the skill folder, empty for the skill folder), its
+    /// entries in byte order of names so that the bound met first is the same on every replica.
+    fn folder(&mut self, tree: &mut Tree, fd: BorrowedFd<'_>, path: &str, depth: usize) -> Result<(), Stop> {
+        let mut names = match self.names(fd, MAX_SKILL_ENTRIES - tree.entries) {
+            Ok(names) => names,
+            Err(Listing::Over(count)) => {
+                return Err(Stop::Bound(FilesUnavailable::TooManyEntries { counted: tree.entries + count }));
+            }
+            Err(Listing::Failed(errno)) if guarded::exhausted(errno) => return Err(exhausted(path, errno)),
+            Err(Listing::Failed(errno)) if depth == 0 => {
+                let message = std::io::Error::from(errno).to_string();
+                return Err(Stop::Bound(FilesUnavailable::Unreadable { message }));
+            }
+            Err(Listing::Failed(errno)) => {
+                tree.skip(path.to_owned(), unreadable(errno));
+                return Ok(());
+            }
+        };
+        tree.entries += names.len();
+        if depth > 0 {
+            tree.folders.push(path.to_owned());
+        }
+        names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (name, file_type) in names {
+            if name.starts_with(b".") {
+                continue;
+            }
+            let Ok(text) = std::str::from_utf8(&name) else {
+                tree.skip(join(path, &String::from_utf8_lossy(&name)), SkipReason::NotUtf8);
+                continue;
+            };
+            let child = join(path, text);
+            if let Err(invalid) = check_segment(text) {
+                tree.skip(child, SkipReason::InvalidPath(invalid));
+                continue;
+            }
+            if child.len() > MAX_FILE_PATH_BYTES {
+                tree.skip(child, SkipReason::InvalidPath(crate::files::InvalidFilePath::TooLong));
+                continue;
+            }
+            let file_type = match file_type {
+                FileType::Unknown => match rustix::fs::statat(fd, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+                    Err(errno) => {
+                        self.failed(tree, child, errno)?;
+                        continue;
+                    }
+                },
+                known => known,
+            };
+            match file_type {
+                FileType::Directory if depth + 1 > MAX_SKILL_DEPTH => {
+                    return Err(Stop::Bound(FilesUnavailable::TooDeep { path: child }));
+                }
+                FileType::Directory => match guarded::open_child_directory(fd, &name) {
+                    Ok(sub) => self.folder(tree, sub.as_fd(), &child, depth + 1)?,
+                    Err(failure) => self.failed(tree, child, failure.errno)?,
+                },
+                FileType::RegularFile => self.file(tree, fd, &name, child)?,
+                other => tree.skip(child, special(other)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists `fd`'s entries, stopping when there are more than `budget`.
+    fn names(&mut self, fd: BorrowedFd<'_>, budget: usize) -> Result<Vec<(Vec<u8>, FileType)>, Listing> {
+        let mut names = Vec::new();
+        let mut stream = RawDir::new(fd, self.listing.spare_capacity_mut());
+        while let Some(entry) = stream.next() {
+            let entry = entry.map_err(Listing::Failed)?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if names.len() == budget {
+                return Err(Listing::Over(budget + 1));
+            }
+            names.push((name.to_vec(), entry.file_type()));
+        }
+        Ok(names)
+    }
+
+    /// Lists a regular file, hashing it unless its status is the one a digest is known for.
+    fn file(&mut self, tree: &mut Tree, folder: BorrowedFd<'_>, name: &[u8], path: String) -> Result<(), Stop> {
+        let stat = match rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(errno) => return self.failed(tree, path, errno),
+        };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            // Replaced since the folder was listed.
+            tree.skip(path, SkipReason::Changed);
+            return Ok(());
+        }
+        if tree.files.len() == MAX_SKILL_FILES {
+            return Err(Stop::Bound(FilesUnavailable::TooManyFiles { counted: MAX_SKILL_FILES + 1 }));
+        }
+        let key = FileKey::of(&stat);
+        let counted = tree.bytes.saturating_add(key.size);
+        if counted > MAX_SKILL_BYTES {
+            return Err(Stop::Bound(FilesUnavailable::TooLarge { counted, path, size: key.size }));
+        }
+        let file_path = match SkillFilePath::parse(&path) {
+            Ok(file_path) => file_path,
+            Err(invalid) => {
+                tree.skip(path, SkipReason::InvalidPath(invalid));
+                return Ok(());
+            }
+        };
+        // A file seen earlier in this scan (a hard link, or a nested skill listed on its own)
+        // or by the last one is not read again.
+        let digest = match self.current.get(&key).or_else(|| self.previous.get(&key)) {
+            Some(&digest) => digest,
+            None => match self.hash(folder, name, key) {
+                Ok(Some(digest)) => digest,
+                Ok(None) => {
+                    tree.skip(path, SkipReason::Changed);
+                    return Ok(());
+                }
+                Err(errno) => return self.failed(tree, path, errno),
+            },
+        };
+        if key.changed.0 < self.settled_before {
+            self.current.insert(key, digest);
+        }
+        tree.bytes = counted;
+        tree.files.push(SkillFile { path: file_path, size: key.size, digest, executable: stat.st_mode & 0o100 != 0 });
+        Ok(())
+    }
+
+    /// Hashes the file `name` if it still has the status `key`; `None` if it changed (replaced,
+    /// swapped for a symlink or FIFO, written) between the listing and the end of the read.
+    fn hash(&mut self, folder: BorrowedFd<'_>, name: &[u8], key: FileKey) -> Result<Option<Digest>, Errno> {
+        use sha2::Digest as _;
+        let (fd, stat) = match guarded::open_regular(folder, name) {
+            Ok(opened) => opened,
+            Err(OpenFileError::Os(Errno::LOOP | Errno::NOENT)) | Err(OpenFileError::NotRegular) => return Ok(None),
+            Err(OpenFileError::Os(errno)) => return Err(errno),
+        };
+        if FileKey::of(&stat) != key {
+            return Ok(None);
+        }
+        self.hashed += 1;
+        let mut file = std::fs::File::from(fd);
+        let mut hasher = sha2::Sha256::new();
+        let mut read = 0u64;
+        // At most one byte past the size: enough to see that the file grew.
+        while read <= key.size {
+            let want = usize::try_from(key.size + 1 - read).unwrap_or(usize::MAX).min(self.chunk.len());
+            match file.read(&mut self.chunk[..want]) {
+                Ok(0) => break,
+                Ok(count) => {
+                    hasher.update(&self.chunk[..count]);
+                    read += count as u64;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(errno_of(&error)),
+            }
+        }
+        let after = rustix::fs::fstat(&file)?;
+        if read != key.size || FileKey::of(&after) != key {
+            return Ok(None);
+        }
+        Ok(Some(Digest::from_sha256(hasher.finalize().into())))
+    }
+
+    /// Records a failed system call on the entry at `path`: the scan fails when it says the
+    /// process or the system ran out of resources; otherwise the entry is skipped.
+    fn failed(&mut self, tree: &mut Tree, path: String, errno: Errno) -> Result<(), Stop> {
+        if guarded::exhausted(errno) {
+            return Err(exhausted(&path, errno));
+        }
+        let reason = match errno {
+            // Removed, or replaced by a symlink or something that is not a folder, since listed.
+            Errno::NOENT | Errno::LOOP | Errno::NOTDIR => SkipReason::Changed,
+            errno => unreadable(errno),
+        };
+        tree.skip(path, reason);
+        Ok(())
+    }
+}
+
+enum Listing {
+    Over(usize),
+    Failed(Errno),
+}
+
+fn exhausted(path: &str, errno: Errno) -> Stop {
+    Stop::Exhausted(Exhausted { path: path.to_owned(), error: errno.into() })
+}
+
+fn unreadable(errno: Errno) -> SkipReason {
+    SkipReason::Unreadable(std::io::Error::from(errno).to_string())
+}
+
+fn errno_of(error: &std::io::Error) -> Errno {
+    error.raw_os_error().map_or(Errno::IO, Errno::from_raw_os_error)
+}
+
+fn special(file_type: FileType) -> SkipReason {
+    match file_type {
+        FileType::Symlink => SkipReason::Symlink,
+        FileType::Fifo => SkipReason::Fifo,
+        FileType::Socket => SkipReason::Socket,
+        FileType::CharacterDevice | FileType::BlockDevice => SkipReason::Device,
+        _ => SkipReason::Unreadable("not a file or folder".to_owned()),
+    }
+}
+
+fn join(folder: &str, name: &str) -> String {
+    if folder.is_empty() { name.to_owned() } else { format!("{folder}/{name}") }
+}
