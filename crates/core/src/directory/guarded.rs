@@ -87,7 +87,8 @@ pub(crate) fn open_child_directory(parent: BorrowedFd<'_>, name: &[u8]) -> Resul
 pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[&[u8]]) -> Result<OwnedFd, std::io::Error> {
     static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
     if components.is_empty() {
-        return Ok(rustix::io::dup(root)?);
+        // A new open, not a `dup`: a duplicate would share the position of a listing.
+        return Ok(rustix::fs::openat(root, ".", DIRECTORY_FLAGS, Mode::empty())?);
     }
     if !OPENAT2_MISSING.load(Ordering::Relaxed) {
         let path = components.join(&b'/');
