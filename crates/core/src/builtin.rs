@@ -159,3 +159,72 @@ impl<E: RustEmbed> SkillDiscoverer for BuiltinSkillDiscoverer<E> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::{FilesUnavailable, InvalidFilePath, MAX_SKILL_FILES};
+
+    #[derive(RustEmbed)]
+    #[folder = "tests/builtin-skills/"]
+    struct TestSkills;
+
+    fn path(text: &str) -> SkillFilePath {
+        SkillFilePath::parse(text).unwrap()
+    }
+
+    #[tokio::test]
+    async fn builtin_skills_list_every_embedded_file_but_hidden_ones() {
+        let source = BuiltinSkillDiscoverer::<TestSkills>::new();
+        let discovery = source.scan().await.unwrap();
+        let names: Vec<&str> = discovery.skills.iter().map(|skill| skill.name().as_str()).collect();
+        assert_eq!(names, ["alpha", "beta"]);
+        assert_eq!(discovery.files.len(), 2);
+        let alpha = &discovery.files[0];
+        let paths: Vec<&str> = alpha.files().unwrap().iter().map(|file| file.path.as_str()).collect();
+        assert_eq!(paths, ["SKILL.md", "references/guide.md", "scripts/run.sh"]);
+        assert!(alpha.skipped().is_empty());
+        assert!(TestSkills::get("alpha/.hidden-notes").is_some(), "embedded, and left out by the listing");
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/builtin-skills/alpha");
+        for file in alpha.files().unwrap() {
+            let bytes = std::fs::read(folder.join(file.path.as_str())).unwrap();
+            assert_eq!((file.size, file.digest, file.executable), (bytes.len() as u64, Digest::of(&bytes), false));
+            let read = source.read_file(&discovery.skills[0], &file.path, file.size).await.unwrap();
+            assert_eq!(read, bytes);
+        }
+        let beta: Vec<&str> = discovery.files[1].files().unwrap().iter().map(|file| file.path.as_str()).collect();
+        assert_eq!(beta, ["SKILL.md"]);
+    }
+
+    #[tokio::test]
+    async fn builtin_reads_only_listed_files_of_the_current_descriptor() {
+        let source = BuiltinSkillDiscoverer::<TestSkills>::new();
+        let discovery = source.scan().await.unwrap();
+        let alpha = &discovery.skills[0];
+        let changed = |result: Result<Vec<u8>, SkillError>| matches!(result, Err(SkillError::Changed { .. }));
+        assert!(changed(source.read_file_blocking(alpha, &path("references/missing.md"), 100)));
+        assert!(changed(source.read_file_blocking(alpha, &path("references/guide.md"), 3)), "over max_bytes");
+        // Embedded, but hidden, or in another skill.
+        let hidden = SkillFilePath::parse(".hidden-notes");
+        assert_eq!(hidden, Err(InvalidFilePath::Hidden));
+        assert!(changed(source.read_file_blocking(&discovery.skills[1], &path("scripts/run.sh"), 100)));
+        let stale = Skill::new("alpha", "another description", alpha.location()).unwrap();
+        let error = source.read_file_blocking(&stale, &path("SKILL.md"), 100).unwrap_err();
+        assert!(matches!(error, SkillError::NotInCatalog { .. }), "{error}");
+    }
+
+    #[test]
+    fn builtin_listings_skip_what_cannot_be_a_path_and_keep_the_bounds() {
+        let digest = Digest::of(b"");
+        let listing = list_folder(["SKILL.md", "a\\b", ".git/x", "x/.y", "ok/z"], |_| Some((0, digest)));
+        let paths: Vec<&str> = listing.files().unwrap().iter().map(|file| file.path.as_str()).collect();
+        assert_eq!(paths, ["SKILL.md", "ok/z"]);
+        let skipped =
+            SkippedEntry { path: "a\\b".to_owned(), reason: SkipReason::InvalidPath(InvalidFilePath::Backslash) };
+        assert_eq!(listing.skipped(), [skipped]);
+
+        let many: Vec<String> = (0..=MAX_SKILL_FILES).map(|index| format!("f{index}")).collect();
+        let listing = list_folder(many.iter().map(String::as_str), |_| Some((0, digest)));
+        assert!(matches!(listing.files(), Err(FilesUnavailable::TooManyFiles { counted: 513 })));
+    }
+}

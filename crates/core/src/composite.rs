@@ -145,3 +145,61 @@ impl SkillDiscoverer for CompositeSkillDiscoverer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::directory::DirectorySkillDiscoverer;
+
+    /// A source that lists no files, as a remote catalog.
+    struct Remote(Vec<Skill>);
+
+    #[async_trait]
+    impl SkillDiscoverer for Remote {
+        async fn scan(&self) -> Result<Discovery, SkillError> {
+            Ok(Discovery { skills: self.0.clone(), ..Discovery::default() })
+        }
+
+        async fn load(&self, _: &Skill) -> Result<String, SkillError> {
+            Ok(String::new())
+        }
+    }
+
+    fn write_skill(root: &std::path::Path, name: &str, extra: &str) {
+        std::fs::create_dir_all(root.join(name)).unwrap();
+        std::fs::write(root.join(name).join("SKILL.md"), format!("---\nname: {name}\ndescription: d\n---\n")).unwrap();
+        std::fs::write(root.join(name).join(extra), extra).unwrap();
+    }
+
+    #[tokio::test]
+    async fn each_owner_brings_its_sources_files() {
+        let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        write_skill(first.path(), "a", "first.md");
+        write_skill(second.path(), "a", "second.md");
+        write_skill(second.path(), "b", "b.md");
+        let sources: Vec<Arc<dyn SkillDiscoverer>> = vec![
+            Arc::new(DirectorySkillDiscoverer::new([first.path()]).unwrap()),
+            Arc::new(DirectorySkillDiscoverer::new([second.path()]).unwrap()),
+        ];
+        let composite = CompositeSkillDiscoverer::new(sources.clone());
+        let discovery = composite.scan_sources().await.unwrap();
+        let paths = |entry: &SourcedSkill| -> Vec<String> {
+            let files = entry.files.as_ref().expect("a directory source lists files");
+            files.files().unwrap().iter().map(|file| file.path.to_string()).collect()
+        };
+        assert_eq!(paths(&discovery.skills[0]), ["SKILL.md", "first.md"]);
+        assert_eq!(paths(&discovery.skills[1]), ["SKILL.md", "b.md"]);
+        assert_eq!(paths(&discovery.shadowed[0]), ["SKILL.md", "second.md"]);
+        let flat = composite.scan().await.unwrap();
+        assert_eq!(flat.files.len(), 2);
+        assert_eq!(flat.files[0], *discovery.skills[0].files.as_ref().unwrap());
+
+        // One owner whose source lists no files: none are kept in the flat discovery.
+        let remote = Remote(vec![Skill::new("c", "d", "remote:c").unwrap()]);
+        let composite =
+            CompositeSkillDiscoverer::new([sources[0].clone(), Arc::new(remote) as Arc<dyn SkillDiscoverer>]);
+        let discovery = composite.scan_sources().await.unwrap();
+        assert!(discovery.skills[0].files.is_some() && discovery.skills[1].files.is_none());
+        assert!(composite.scan().await.unwrap().files.is_empty());
+    }
+}

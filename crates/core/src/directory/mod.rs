@@ -58,6 +58,8 @@ struct Inner {
     hashes: Mutex<Arc<Hashes>>,
     /// Files read to be hashed, over all scans.
     files_hashed: AtomicU64,
+    /// How long ago a file must have changed for its digest to be trusted at the next scan.
+    settle_seconds: i64,
 }
 
 impl DirectorySkillDiscoverer {
@@ -91,6 +93,7 @@ impl DirectorySkillDiscoverer {
             catalog: Mutex::default(),
             hashes: Mutex::default(),
             files_hashed: AtomicU64::new(0),
+            settle_seconds: files::SETTLE_SECONDS,
         };
         DirectorySkillDiscoverer { inner: Arc::new(inner) }
     }
@@ -215,7 +218,7 @@ impl DirectorySkillDiscoverer {
     /// one is complete and entered its folder, so no folder is walked twice.
     fn list_files(&self, found: &[Found], roots: &[Option<Arc<OwnedFd>>]) -> Result<Vec<Arc<FileListing>>, SkillError> {
         let previous = Arc::clone(&self.inner.hashes.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut lister = Lister::new(&previous);
+        let mut lister = Lister::new(&previous, self.inner.settle_seconds);
         let folders: Vec<Vec<&[u8]>> =
             found.iter().map(|found| folders_below(&self.inner.roots[found.root], found.skill.location())).collect();
         // Enclosing folders before the folders inside them.
