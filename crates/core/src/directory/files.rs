@@ -4,6 +4,7 @@
 //! status did not change.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -50,7 +51,36 @@ impl FileKey {
 }
 
 /// Digests by file status, as the last scan saw them.
-pub(crate) type Hashes = HashMap<FileKey, Digest>;
+pub(crate) type Hashes = HashMap<FileKey, Digest, BuildHasherDefault<KeyHasher>>;
+
+/// A fast hash of a [`FileKey`]'s numbers (a folded 128-bit multiply per number). Inode
+/// numbers and times are not chosen by an adversary who gains anything from collisions: the
+/// writer of the files can slow a scan down more simply by adding files.
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, number: u64) {
+        let product = u128::from(self.0 ^ number) * 0xe703_7ed1_a0b4_28db_u128;
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
+    }
+
+    fn write_i64(&mut self, number: i64) {
+        self.write_u64(number as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// A scan that ran out of descriptors or memory where it was (relative to the skill folder).
 #[derive(Debug)]
@@ -103,11 +133,11 @@ impl Tree {
 impl<'p> Lister<'p> {
     /// A lister that trusts the digests of files whose status changed at least `settle_seconds`
     /// before now.
-    pub(crate) fn new(previous: &'p Hashes, settle_seconds: i64) -> Self {
+    pub(crate) fn new(previous: &'p Hashes, settle_seconds: i64, capacity: usize) -> Self {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
         Lister {
             previous,
-            current: Hashes::with_capacity(previous.len()),
+            current: Hashes::with_capacity_and_hasher(capacity, BuildHasherDefault::default()),
             settled_before: i64::try_from(now).unwrap_or(i64::MAX).saturating_sub(settle_seconds),
             hashed: 0,
             listing: Vec::with_capacity(LISTING_BUFFER),
@@ -131,7 +161,7 @@ impl<'p> Lister<'p> {
     /// Walks one folder (`path` relative to the skill folder, empty for the skill folder), its
     /// entries in byte order of names so that the bound met first is the same on every replica.
     fn folder(&mut self, tree: &mut Tree, fd: BorrowedFd<'_>, path: &str, depth: usize) -> Result<(), Stop> {
-        let mut names = match self.names(fd, MAX_SKILL_ENTRIES - tree.entries) {
+        let names = match self.names(fd, MAX_SKILL_ENTRIES - tree.entries) {
             Ok(names) => names,
             Err(Listing::Over(count)) => {
                 return Err(Stop::Bound(FilesUnavailable::TooManyEntries { counted: tree.entries + count }));
@@ -146,17 +176,17 @@ impl<'p> Lister<'p> {
                 return Ok(());
             }
         };
-        tree.entries += names.len();
+        tree.entries += names.entries.len();
         if depth > 0 {
             tree.folders.push(path.to_owned());
         }
-        names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        for (name, file_type) in names {
+        for &(start, len, file_type) in &names.entries {
+            let name = &names.bytes[start as usize..(start + len) as usize];
             if name.starts_with(b".") {
                 continue;
             }
-            let Ok(text) = std::str::from_utf8(&name) else {
-                tree.skip(join(path, &String::from_utf8_lossy(&name)), SkipReason::NotUtf8);
+            let Ok(text) = std::str::from_utf8(name) else {
+                tree.skip(join(path, &String::from_utf8_lossy(name)), SkipReason::NotUtf8);
                 continue;
             };
             let child = join(path, text);
@@ -169,7 +199,7 @@ impl<'p> Lister<'p> {
                 continue;
             }
             let file_type = match file_type {
-                FileType::Unknown => match rustix::fs::statat(fd, name.as_slice(), AtFlags::SYMLINK_NOFOLLOW) {
+                FileType::Unknown => match rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
                     Ok(stat) => FileType::from_raw_mode(stat.st_mode),
                     Err(errno) => {
                         self.failed(tree, child, errno)?;
@@ -182,20 +212,20 @@ impl<'p> Lister<'p> {
                 FileType::Directory if depth + 1 > MAX_SKILL_DEPTH => {
                     return Err(Stop::Bound(FilesUnavailable::TooDeep { path: child }));
                 }
-                FileType::Directory => match guarded::open_child_directory(fd, &name) {
+                FileType::Directory => match guarded::open_child_directory(fd, name) {
                     Ok(sub) => self.folder(tree, sub.as_fd(), &child, depth + 1)?,
                     Err(failure) => self.failed(tree, child, failure.errno)?,
                 },
-                FileType::RegularFile => self.file(tree, fd, &name, child)?,
+                FileType::RegularFile => self.file(tree, fd, name, child)?,
                 other => tree.skip(child, special(other)),
             }
         }
         Ok(())
     }
 
-    /// Lists `fd`'s entries, stopping when there are more than `budget`.
-    fn names(&mut self, fd: BorrowedFd<'_>, budget: usize) -> Result<Vec<(Vec<u8>, FileType)>, Listing> {
-        let mut names = Vec::new();
+    /// Lists `fd`'s entries in byte order of names, stopping when there are more than `budget`.
+    fn names(&mut self, fd: BorrowedFd<'_>, budget: usize) -> Result<Names, Listing> {
+        let mut names = Names { bytes: Vec::new(), entries: Vec::new() };
         let mut stream = RawDir::new(fd, self.listing.spare_capacity_mut());
         while let Some(entry) = stream.next() {
             let entry = entry.map_err(Listing::Failed)?;
@@ -203,11 +233,16 @@ impl<'p> Lister<'p> {
             if name == b"." || name == b".." {
                 continue;
             }
-            if names.len() == budget {
+            if names.entries.len() == budget {
                 return Err(Listing::Over(budget + 1));
             }
-            names.push((name.to_vec(), entry.file_type()));
+            // A name is at most 255 bytes, and at most `MAX_SKILL_ENTRIES` are kept.
+            names.entries.push((names.bytes.len() as u32, name.len() as u32, entry.file_type()));
+            names.bytes.extend_from_slice(name);
         }
+        let bytes = &names.bytes;
+        let name = |&(start, len, _): &(u32, u32, FileType)| &bytes[start as usize..(start + len) as usize];
+        names.entries.sort_unstable_by(|a, b| name(a).cmp(name(b)));
         Ok(names)
     }
 
@@ -237,9 +272,9 @@ impl<'p> Lister<'p> {
                 return Ok(());
             }
         };
-        // A file seen earlier in this scan (a hard link, or a nested skill listed on its own)
-        // or by the last one is not read again.
-        let digest = match self.current.get(&key).or_else(|| self.previous.get(&key)) {
+        // A file seen by the last scan or earlier in this one (a hard link, or a nested skill
+        // listed on its own) is not read again.
+        let digest = match self.previous.get(&key).or_else(|| self.current.get(&key)) {
             Some(&digest) => digest,
             None => match self.hash(folder, name, key) {
                 Ok(Some(digest)) => digest,
@@ -308,6 +343,12 @@ impl<'p> Lister<'p> {
         tree.skip(path, reason);
         Ok(())
     }
+}
+
+/// A folder's entries: names back to back, and each one's start, length and type.
+struct Names {
+    bytes: Vec<u8>,
+    entries: Vec<(u32, u32, FileType)>,
 }
 
 enum Listing {
@@ -806,6 +847,40 @@ mod tests {
         assert!(matches!(&error, SkillError::Io { source, .. } if source.raw_os_error() == Some(24)), "{error}");
         let prefix = format!("the scan stopped at {}/s/d/d/", fixture.base.display());
         assert!(error.to_string().starts_with(&prefix), "{error}");
+    }
+
+    /// Large catalogs are listed on several threads, each a run of skills in folder order; the
+    /// listings are the same as one thread's, nested skills at the edge of a run included.
+    #[test]
+    fn large_catalogs_are_listed_alike_on_every_thread() {
+        let fixture = Fixture::new();
+        for index in 0..700usize {
+            fixture.skill(&format!("s{index:03}"), &format!("s{index:03}"));
+            fixture.file(&format!("s{index:03}/refs/own.md"), format!("{index}"));
+            if index.is_multiple_of(7) {
+                fixture.skill(&format!("s{index:03}/inner"), &format!("inner{index:03}"));
+            }
+        }
+        let mut discoverer = fixture.discoverer("");
+        Arc::get_mut(&mut discoverer.inner).unwrap().max_entries = 100_000;
+        let discovery = scan(&discoverer);
+        assert_eq!(discovery.skills.len(), 800);
+        for (skill, files) in discovery.skills.iter().zip(&discovery.files) {
+            let name = skill.name().as_str();
+            let index: usize = name.trim_start_matches(char::is_alphabetic).parse().unwrap();
+            if name.starts_with("inner") {
+                assert_eq!(paths(files), ["SKILL.md"], "{name}");
+            } else if index.is_multiple_of(7) {
+                assert_eq!(paths(files), ["SKILL.md", "inner/SKILL.md", "refs/own.md"], "{name}");
+            } else {
+                assert_eq!(paths(files), ["SKILL.md", "refs/own.md"], "{name}");
+            }
+            let own = files.get(&path("refs/own.md")).map(|file| file.digest);
+            assert!(own.is_none() || own == Some(Digest::of(index.to_string().as_bytes())), "{name}");
+        }
+        let hashed = discoverer.files_hashed();
+        assert_eq!(scan(&discoverer), discovery);
+        assert_eq!(discoverer.files_hashed(), hashed, "a rescan reads nothing, whichever thread listed what");
     }
 
     /// File times tick coarsely: a file changed just before a scan is read again by the next one,

@@ -25,6 +25,9 @@ use crate::skill::Skill;
 
 pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
 pub const DEFAULT_MAX_DEPTH: usize = 16;
+/// Threads that list skills' files, at most; each lists at least this many skills.
+const MAX_LISTING_THREADS: usize = 4;
+const MIN_SKILLS_PER_THREAD: usize = 256;
 
 /// Discovers `SKILL.md` files under explicitly configured roots.
 ///
@@ -214,51 +217,54 @@ impl DirectorySkillDiscoverer {
     }
 
     /// Lists the files of every skill of a scan (`found` in name order), from the roots as the
-    /// walk opened them. A nested skill's listing is cut from its enclosing skill's when that
-    /// one is complete and entered its folder, so no folder is walked twice.
+    /// walk opened them, on a few threads. A nested skill's listing is cut from its enclosing
+    /// skill's when that one is complete and entered its folder, so no folder is walked twice.
     fn list_files(&self, found: &[Found], roots: &[Option<Arc<OwnedFd>>]) -> Result<Vec<Arc<FileListing>>, SkillError> {
         let previous = Arc::clone(&self.inner.hashes.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut lister = Lister::new(&previous, self.inner.settle_seconds);
         let folders: Vec<Vec<&[u8]>> =
             found.iter().map(|found| folders_below(&self.inner.roots[found.root], found.skill.location())).collect();
         // Enclosing folders before the folders inside them.
         let mut order: Vec<usize> = (0..found.len()).collect();
         order.sort_unstable_by(|&a, &b| (found[a].root, &folders[a]).cmp(&(found[b].root, &folders[b])));
+        // Consecutive runs of that order, one per thread: a nested skill whose enclosing skill
+        // fell in another run is walked on its own, to the same listing.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_LISTING_THREADS)
+            .min(order.len().div_ceil(MIN_SKILLS_PER_THREAD))
+            .max(1);
+        let pass = FilePass { source: self, found, folders: &folders, roots, previous: &previous, threads };
+        let runs: Vec<&[usize]> = order.chunks(order.len().div_ceil(threads).max(1)).collect();
+        let results: Vec<Result<Run, SkillError>> = std::thread::scope(|scope| {
+            let helpers: Vec<_> = runs
+                .iter()
+                .skip(1)
+                .map(|run| {
+                    std::thread::Builder::new()
+                        .name("skill-files".into())
+                        .spawn_scoped(scope, || pass.run(run))
+                        .expect("cannot start a listing thread")
+                })
+                .collect();
+            let first = runs.first().map(|run| pass.run(run));
+            first
+                .into_iter()
+                .chain(helpers.into_iter().map(|helper| helper.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
+                .collect()
+        });
         let mut listings = vec![None; found.len()];
-        // The complete listings of the skills enclosing the current one, outermost first.
-        let mut enclosing: Vec<(usize, Arc<FileListing>, Vec<String>)> = Vec::new();
-        for index in order {
-            let below = &folders[index];
-            let encloses = |outer: usize| {
-                found[outer].root == found[index].root
-                    && below.len() > folders[outer].len()
-                    && below.starts_with(&folders[outer])
-            };
-            while enclosing.last().is_some_and(|(outer, ..)| !encloses(*outer)) {
-                enclosing.pop();
+        let mut hashes = Hashes::default();
+        for run in results {
+            let Run { listings: listed, hashes: seen, hashed } = run?;
+            for (index, listing) in listed {
+                listings[index] = Some(listing);
             }
-            let cut = enclosing.last().and_then(|(outer, listing, entered)| {
-                let inside = below[folders[*outer].len()..].join(&b'/');
-                let inside = std::str::from_utf8(&inside).ok()?;
-                entered.binary_search_by(|folder| folder.as_str().cmp(inside)).ok()?;
-                listing.within(inside)
-            });
-            let listing = match cut {
-                Some(listing) => Arc::new(listing),
-                None => {
-                    let Listed { listing, folders: entered } =
-                        self.list_skill(&mut lister, roots, &found[index], below)?;
-                    let listing = Arc::new(listing);
-                    if listing.files().is_ok() {
-                        enclosing.push((index, Arc::clone(&listing), entered));
-                    }
-                    listing
-                }
-            };
-            listings[index] = Some(listing);
+            self.inner.files_hashed.fetch_add(hashed, Ordering::Relaxed);
+            let (mut larger, smaller) = if hashes.len() >= seen.len() { (hashes, seen) } else { (seen, hashes) };
+            larger.extend(smaller);
+            hashes = larger;
         }
-        self.inner.files_hashed.fetch_add(lister.hashed, Ordering::Relaxed);
-        *self.inner.hashes.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(lister.current);
+        *self.inner.hashes.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(hashes);
         Ok(listings.into_iter().map(|listing| listing.expect("every skill is listed")).collect())
     }
 
@@ -294,6 +300,67 @@ impl DirectorySkillDiscoverer {
             }
             Err(error) => Ok(unavailable(error.to_string())),
         }
+    }
+}
+
+/// The listing of the files of one scan's skills, shared by its threads.
+struct FilePass<'a> {
+    source: &'a DirectorySkillDiscoverer,
+    found: &'a [Found],
+    /// The folders from its root down to each skill's folder.
+    folders: &'a [Vec<&'a [u8]>],
+    roots: &'a [Option<Arc<OwnedFd>>],
+    previous: &'a Hashes,
+    threads: usize,
+}
+
+/// What one thread listed: listings by index in `found`, the digests it saw, the files it read.
+struct Run {
+    listings: Vec<(usize, Arc<FileListing>)>,
+    hashes: Hashes,
+    hashed: u64,
+}
+
+impl FilePass<'_> {
+    /// Lists the skills `run` (indexes in `found`, enclosing folders first).
+    fn run(&self, run: &[usize]) -> Result<Run, SkillError> {
+        let (found, folders) = (self.found, self.folders);
+        let capacity = self.previous.len() / self.threads;
+        let mut lister = Lister::new(self.previous, self.source.inner.settle_seconds, capacity);
+        let mut listings = Vec::with_capacity(run.len());
+        // The complete listings of the skills enclosing the current one, outermost first.
+        let mut enclosing: Vec<(usize, Arc<FileListing>, Vec<String>)> = Vec::new();
+        for &index in run {
+            let below = &folders[index];
+            let encloses = |outer: usize| {
+                found[outer].root == found[index].root
+                    && below.len() > folders[outer].len()
+                    && below.starts_with(&folders[outer])
+            };
+            while enclosing.last().is_some_and(|(outer, ..)| !encloses(*outer)) {
+                enclosing.pop();
+            }
+            let cut = enclosing.last().and_then(|(outer, listing, entered)| {
+                let inside = below[folders[*outer].len()..].join(&b'/');
+                let inside = std::str::from_utf8(&inside).ok()?;
+                entered.binary_search_by(|folder| folder.as_str().cmp(inside)).ok()?;
+                listing.within(inside)
+            });
+            let listing = match cut {
+                Some(listing) => Arc::new(listing),
+                None => {
+                    let Listed { listing, folders: entered } =
+                        self.source.list_skill(&mut lister, self.roots, &found[index], below)?;
+                    let listing = Arc::new(listing);
+                    if listing.files().is_ok() {
+                        enclosing.push((index, Arc::clone(&listing), entered));
+                    }
+                    listing
+                }
+            };
+            listings.push((index, listing));
+        }
+        Ok(Run { listings, hashes: lister.current, hashed: lister.hashed })
     }
 }
 
