@@ -284,32 +284,33 @@ pub enum SkipReason {
 #[non_exhaustive]
 pub enum FilesUnavailable {
     #[error(
-        "the skill has more than {MAX_SKILL_FILES} files (counting stopped at {counted}); its files are \
-         served only within {MAX_SKILL_FILES} files and 16 MiB: remove files from the folder, or hide them \
-         (a name starting with '.' is left out)"
+        "the skill has more than {MAX_SKILL_FILES} files (counting stopped at {counted}); files are served \
+         only for skills of at most {MAX_SKILL_FILES} files and 16 MiB: remove files from its folder, or \
+         hide them (names starting with '.' are left out)"
     )]
     TooManyFiles { counted: usize },
     #[error(
         "the skill's files total more than 16 MiB ({MAX_SKILL_BYTES} bytes): {counted} bytes counted when \
-         '{path}' ({size} bytes) was reached; its files are served only within {MAX_SKILL_FILES} files and \
-         16 MiB: remove large files from the folder, or hide them (a name starting with '.' is left out)"
+         '{path}' ({size} bytes) was reached; files are served only for skills of at most {MAX_SKILL_FILES} \
+         files and 16 MiB: remove large files from its folder, or hide them (names starting with '.' are \
+         left out)"
     )]
     TooLarge { counted: u64, path: String, size: u64 },
     #[error(
-        "the skill folder has more than {MAX_SKILL_ENTRIES} entries beneath it (files, folders and other \
-         entries, hidden names included; counting stopped at {counted}); its files are served only when \
-         listing it takes at most {MAX_SKILL_ENTRIES}: remove entries, or move folders out of the skill"
+        "the skill's folder holds more than {MAX_SKILL_ENTRIES} entries (files, folders and anything else, \
+         hidden names included; counting stopped at {counted}); files are served only for skills whose \
+         folder holds at most {MAX_SKILL_ENTRIES}: remove entries, or move folders out of the skill"
     )]
     TooManyEntries { counted: usize },
     #[error(
-        "the folder '{path}' is nested more than {MAX_SKILL_DEPTH} folders deep in the skill; its files are \
-         served only within {MAX_SKILL_DEPTH} levels: flatten the tree"
+        "the folder '{path}' is nested more than {MAX_SKILL_DEPTH} folders deep in the skill; files are \
+         served only for skills at most {MAX_SKILL_DEPTH} folders deep: flatten the tree"
     )]
     TooDeep { path: String },
     #[error("two files have the path '{path}'")]
     DuplicatePath { path: SkillFilePath },
     /// The skill folder itself could not be listed (replaced during the scan, permissions).
-    #[error("the skill folder could not be listed: {message}")]
+    #[error("the skill's folder could not be listed: {message}")]
     Unreadable { message: String },
 }
 

@@ -725,33 +725,46 @@ mod tests {
         assert!(matches!(read("refs/guide.md"), Err(SkillError::Changed { .. })), "a skill folder symlink");
     }
 
-    /// While a scan lists and hashes, a file keeps being swapped for a symlink to a secret, a FIFO
-    /// and back. No scan blocks, and no listing ever carries the secret's digest.
+    /// While scans list and hash, a file keeps being swapped for a symlink to a secret, a FIFO
+    /// and back, and a folder for a symlink to a folder of secrets and back. No scan blocks, no
+    /// listing ever carries a secret's digest, and no read returns one.
     #[test]
     fn swaps_during_scans_are_skipped_never_followed() {
         let fixture = Fixture::new();
         fixture.skill("s", "s");
         fixture.file("s/target.md", "real content");
-        let secret = fixture.file("outside.md", SECRET);
+        fixture.file("s/sub/inside.md", "real content inside");
+        let secret = fixture.file("outside/inside.md", SECRET);
+        symlink(fixture.path("outside"), fixture.path("s/.link")).unwrap();
+        let (cwd, exchange) = (rustix::fs::CWD, rustix::fs::RenameFlags::EXCHANGE);
         let stop = Arc::new(AtomicBool::new(false));
-        let swapper = {
-            let (stop, folder) = (Arc::clone(&stop), fixture.path("s"));
+        let swappers = [0, 1].map(|swapper| {
+            let (stop, folder, secret) = (Arc::clone(&stop), fixture.path("s"), secret.clone());
             std::thread::spawn(move || {
-                let (target, staging) = (folder.join("target.md"), folder.join(".staging"));
                 let mode = Mode::from_raw_mode(0o644);
                 let mut round = 0u32;
                 while !stop.load(Ordering::Relaxed) {
-                    let _ = fs::remove_file(&staging);
-                    match round % 3 {
-                        0 => symlink(&secret, &staging).unwrap(),
-                        1 => rustix::fs::mknodat(rustix::fs::CWD, &staging, FileType::Fifo, mode, 0).unwrap(),
-                        _ => fs::write(&staging, format!("real content {round}")).unwrap(),
+                    if swapper == 0 {
+                        let (target, staging) = (folder.join("target.md"), folder.join(".staging"));
+                        let _ = fs::remove_file(&staging);
+                        match round % 3 {
+                            0 => symlink(&secret, &staging).unwrap(),
+                            1 => rustix::fs::mknodat(rustix::fs::CWD, &staging, FileType::Fifo, mode, 0).unwrap(),
+                            _ => fs::write(&staging, format!("real content {round}")).unwrap(),
+                        }
+                        fs::rename(&staging, &target).unwrap();
+                    } else {
+                        // `sub` is a folder, then a symlink to the folder of the secret, and back.
+                        rustix::fs::renameat_with(cwd, folder.join("sub"), cwd, folder.join(".link"), exchange)
+                            .unwrap();
                     }
-                    fs::rename(&staging, &target).unwrap();
                     round += 1;
                 }
+                if swapper == 1 && round % 2 == 1 {
+                    rustix::fs::renameat_with(cwd, folder.join("sub"), cwd, folder.join(".link"), exchange).unwrap();
+                }
             })
-        };
+        });
         let discoverer = fixture.discoverer("");
         let (sender, receiver) = mpsc::channel();
         std::thread::spawn(move || {
@@ -759,25 +772,27 @@ mod tests {
             for _ in 0..300 {
                 let discovery = discoverer.scan_blocking().unwrap();
                 let files = &discovery.files[0];
-                assert!(files.files().unwrap().iter().all(|file| file.digest != secret));
-                let target = files.get(&SkillFilePath::parse("target.md").unwrap());
+                assert!(files.files().unwrap().iter().all(|file| file.digest != secret), "{files:?}");
+                let target = files.get(&path("target.md"));
                 let skipped = files.skipped().iter().find(|entry| entry.path == "target.md");
                 assert!(target.is_some() != skipped.is_some(), "{files:?}");
                 if let Some(entry) = skipped {
-                    assert!(
-                        matches!(entry.reason, SkipReason::Symlink | SkipReason::Fifo | SkipReason::Changed),
-                        "{entry:?}"
-                    );
+                    let expected = [SkipReason::Symlink, SkipReason::Fifo, SkipReason::Changed];
+                    assert!(expected.contains(&entry.reason), "{entry:?}");
                 }
-                let _ = discoverer
-                    .read_file_blocking(&discovery.skills[0], &SkillFilePath::parse("target.md").unwrap(), 64)
-                    .map(|bytes| assert!(bytes.starts_with(b"real content")));
+                for read in ["target.md", "sub/inside.md"] {
+                    if let Ok(bytes) = discoverer.read_file_blocking(&discovery.skills[0], &path(read), 64) {
+                        assert!(bytes.starts_with(b"real content"), "{read}: {bytes:?}");
+                    }
+                }
             }
             sender.send(()).unwrap();
         });
         let finished = receiver.recv_timeout(Duration::from_secs(30));
         stop.store(true, Ordering::Relaxed);
-        swapper.join().unwrap();
+        for swapper in swappers {
+            swapper.join().unwrap();
+        }
         finished.expect("every scan finished, none failed");
     }
 
