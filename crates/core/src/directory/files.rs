@@ -100,13 +100,16 @@ pub(crate) struct Listed {
 /// Lists skills' files during one scan, reusing the previous scan's digests.
 pub(crate) struct Lister<'p> {
     previous: &'p Hashes,
-    /// The digests of every file this scan listed: the next scan's `previous`.
+    /// The digests of the files this scan listed whose status has settled: the next scan's
+    /// `previous`.
     pub current: Hashes,
     settled_before: i64,
     /// Files read and hashed by this scan.
     pub hashed: u64,
     listing: Vec<u8>,
     chunk: Vec<u8>,
+    /// Listings of folders already walked, to be reused.
+    spare: Vec<Names>,
 }
 
 /// Why a skill's walk stopped.
@@ -142,6 +145,7 @@ impl<'p> Lister<'p> {
             hashed: 0,
             listing: Vec::with_capacity(LISTING_BUFFER),
             chunk: vec![0; HASH_CHUNK],
+            spare: Vec::new(),
         }
     }
 
@@ -220,12 +224,15 @@ impl<'p> Lister<'p> {
                 other => tree.skip(child, special(other)),
             }
         }
+        self.spare.push(names);
         Ok(())
     }
 
     /// Lists `fd`'s entries in byte order of names, stopping when there are more than `budget`.
     fn names(&mut self, fd: BorrowedFd<'_>, budget: usize) -> Result<Names, Listing> {
-        let mut names = Names { bytes: Vec::new(), entries: Vec::new() };
+        let mut names = self.spare.pop().unwrap_or_default();
+        names.bytes.clear();
+        names.entries.clear();
         let mut stream = RawDir::new(fd, self.listing.spare_capacity_mut());
         while let Some(entry) = stream.next() {
             let entry = entry.map_err(Listing::Failed)?;
@@ -346,6 +353,7 @@ impl<'p> Lister<'p> {
 }
 
 /// A folder's entries: names back to back, and each one's start, length and type.
+#[derive(Default)]
 struct Names {
     bytes: Vec<u8>,
     entries: Vec<(u32, u32, FileType)>,
@@ -379,7 +387,13 @@ fn special(file_type: FileType) -> SkipReason {
 }
 
 fn join(folder: &str, name: &str) -> String {
-    if folder.is_empty() { name.to_owned() } else { format!("{folder}/{name}") }
+    let mut path = String::with_capacity(folder.len() + 1 + name.len());
+    if !folder.is_empty() {
+        path.push_str(folder);
+        path.push('/');
+    }
+    path.push_str(name);
+    path
 }
 
 #[cfg(test)]
