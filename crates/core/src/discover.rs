@@ -70,7 +70,7 @@ impl Discovery {
     }
 
     /// The files of `skills[index]`, if the scan listed them.
-    pub fn files(&self, index: usize) -> Option<&Arc<FileListing>> {
+    pub fn listing(&self, index: usize) -> Option<&Arc<FileListing>> {
         self.files.get(index)
     }
 }

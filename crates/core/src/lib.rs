@@ -1,6 +1,8 @@
 //! The skills protocol of skillcat, with the semantics of nagents' `nagents.skills`: validated
 //! descriptors, `SKILL.md` metadata parsing, token budgets, the bounded prompt manifest, and the
-//! directory, builtin and composite discoverers. No HTTP here.
+//! directory, builtin and composite discoverers. Beside nagents' view of a skill as its
+//! `SKILL.md`, the directory and builtin sources list the files of each skill's folder
+//! ([`FileListing`], carried by [`Discovery::files`]) and read them safely. No HTTP here.
 //!
 //! ```
 //! use skillcat_core::{Skill, TokenLimit, budget_skill_content, parse_skill_metadata, render_skill_manifest};
