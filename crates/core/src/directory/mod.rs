@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
 pub const DEFAULT_MAX_DEPTH: usize = 16;
 /// Threads that list skills' files, at most; each lists at least this many skills.
 const MAX_LISTING_THREADS: usize = 4;
-const MIN_SKILLS_PER_THREAD: usize = 256;
+const MIN_SKILLS_PER_THREAD: usize = 64;
 
 /// Discovers `SKILL.md` files under explicitly configured roots.
 ///
