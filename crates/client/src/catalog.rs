@@ -201,6 +201,7 @@ impl RemoteCatalog {
             skills: self.skills.clone(),
             // The server does not send contents with the catalog.
             versions: Vec::new(),
+            files: Vec::new(),
             diagnostics: self.diagnostics.iter().map(|diagnostic| diagnostic.message.clone()).collect(),
         }
     }

@@ -5,15 +5,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 
 use crate::discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, sorted_catalog};
+use crate::files::FileListing;
 use crate::skill::Skill;
 
-/// A descriptor, the index of the source that gave it, and the version of its content if the
-/// source's scan read it.
+/// A descriptor, the index of the source that gave it, the version of its content if the
+/// source's scan read it, and its files if the source listed them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourcedSkill {
     pub skill: Skill,
     pub source: usize,
     pub version: Option<ContentVersion>,
+    pub files: Option<Arc<FileListing>>,
 }
 
 /// A diagnostic and the index of the source that reported it.
@@ -67,11 +69,17 @@ impl CompositeSkillDiscoverer {
         let mut diagnostics = Vec::new();
         for (source, discoverer) in self.sources.iter().enumerate() {
             let failed = |error| SourceError { index: source, error };
-            let Discovery { skills, versions, diagnostics: skipped } = discoverer.scan().await.map_err(failed)?;
+            let Discovery { skills, versions, files, diagnostics: skipped } =
+                discoverer.scan().await.map_err(failed)?;
             diagnostics.extend(skipped.into_iter().map(|message| SourcedDiagnostic { source, message }));
             let versions = versions.into_iter().map(Some).chain(std::iter::repeat(None));
-            let skills =
-                skills.into_iter().zip(versions).map(|(skill, version)| SourcedSkill { skill, source, version });
+            let files = files.into_iter().map(Some).chain(std::iter::repeat_with(|| None));
+            let skills = skills.into_iter().zip(versions).zip(files).map(|((skill, version), files)| SourcedSkill {
+                skill,
+                source,
+                version,
+                files,
+            });
             let skills = sorted_catalog(skills.collect(), |sourced| &sourced.skill).map_err(failed)?;
             owners = merge(owners, skills.into_iter(), &mut shadowed);
         }
@@ -116,11 +124,13 @@ impl std::fmt::Debug for CompositeSkillDiscoverer {
 impl SkillDiscoverer for CompositeSkillDiscoverer {
     async fn scan(&self) -> Result<Discovery, SkillError> {
         let discovery = self.scan_sources().await.map_err(|failure| failure.error)?;
-        // Versions are kept only when every owner's source read its content.
+        // Versions and files are kept only when every owner's source read or listed them.
         let versions: Option<Vec<ContentVersion>> = discovery.skills.iter().map(|entry| entry.version).collect();
+        let files: Option<Vec<Arc<FileListing>>> = discovery.skills.iter().map(|entry| entry.files.clone()).collect();
         Ok(Discovery {
             skills: discovery.skills.into_iter().map(|entry| entry.skill).collect(),
             versions: versions.unwrap_or_default(),
+            files: files.unwrap_or_default(),
             diagnostics: discovery.diagnostics.into_iter().map(|entry| entry.message).collect(),
         })
     }
@@ -133,5 +143,63 @@ impl SkillDiscoverer for CompositeSkillDiscoverer {
             Some(owner) if owner.skill == *skill => self.sources[owner.source].load(skill).await,
             _ => Err(SkillError::NotInCatalog { name: skill.name().clone(), catalog: "composite" }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::directory::DirectorySkillDiscoverer;
+
+    /// A source that lists no files, as a remote catalog.
+    struct Remote(Vec<Skill>);
+
+    #[async_trait]
+    impl SkillDiscoverer for Remote {
+        async fn scan(&self) -> Result<Discovery, SkillError> {
+            Ok(Discovery { skills: self.0.clone(), ..Discovery::default() })
+        }
+
+        async fn load(&self, _: &Skill) -> Result<String, SkillError> {
+            Ok(String::new())
+        }
+    }
+
+    fn write_skill(root: &std::path::Path, name: &str, extra: &str) {
+        std::fs::create_dir_all(root.join(name)).unwrap();
+        std::fs::write(root.join(name).join("SKILL.md"), format!("---\nname: {name}\ndescription: d\n---\n")).unwrap();
+        std::fs::write(root.join(name).join(extra), extra).unwrap();
+    }
+
+    #[tokio::test]
+    async fn each_owner_brings_its_sources_files() {
+        let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        write_skill(first.path(), "a", "first.md");
+        write_skill(second.path(), "a", "second.md");
+        write_skill(second.path(), "b", "b.md");
+        let sources: Vec<Arc<dyn SkillDiscoverer>> = vec![
+            Arc::new(DirectorySkillDiscoverer::new([first.path()]).unwrap()),
+            Arc::new(DirectorySkillDiscoverer::new([second.path()]).unwrap()),
+        ];
+        let composite = CompositeSkillDiscoverer::new(sources.clone());
+        let discovery = composite.scan_sources().await.unwrap();
+        let paths = |entry: &SourcedSkill| -> Vec<String> {
+            let files = entry.files.as_ref().expect("a directory source lists files");
+            files.files().unwrap().iter().map(|file| file.path.to_string()).collect()
+        };
+        assert_eq!(paths(&discovery.skills[0]), ["SKILL.md", "first.md"]);
+        assert_eq!(paths(&discovery.skills[1]), ["SKILL.md", "b.md"]);
+        assert_eq!(paths(&discovery.shadowed[0]), ["SKILL.md", "second.md"]);
+        let flat = composite.scan().await.unwrap();
+        assert_eq!(flat.files.len(), 2);
+        assert_eq!(flat.files[0], *discovery.skills[0].files.as_ref().unwrap());
+
+        // One owner whose source lists no files: none are kept in the flat discovery.
+        let remote = Remote(vec![Skill::new("c", "d", "remote:c").unwrap()]);
+        let composite =
+            CompositeSkillDiscoverer::new([sources[0].clone(), Arc::new(remote) as Arc<dyn SkillDiscoverer>]);
+        let discovery = composite.scan_sources().await.unwrap();
+        assert!(discovery.skills[0].files.is_some() && discovery.skills[1].files.is_none());
+        assert!(composite.scan().await.unwrap().files.is_empty());
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::files::FileListing;
 use crate::skill::{Skill, SkillName};
 
 /// Why a source could not discover or load.
@@ -48,13 +49,17 @@ impl SkillError {
 }
 
 /// One complete scan of a source: its descriptors, the versions of their contents where the scan
-/// read them, and what it skipped, with reasons.
+/// read them, the files of each skill where the source lists them, and what it skipped, with
+/// reasons.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Discovery {
     pub skills: Vec<Skill>,
     /// The version of each skill's content as the scan read it, in the order of `skills`; empty
     /// when the source does not read contents to discover them (a remote catalog).
     pub versions: Vec<ContentVersion>,
+    /// The files of each skill as the scan listed them, in the order of `skills`; empty when the
+    /// source does not list files (a remote catalog).
+    pub files: Vec<Arc<FileListing>>,
     pub diagnostics: Vec<String>,
 }
 
@@ -62,6 +67,11 @@ impl Discovery {
     /// The version of the content of `skills[index]`, if the scan read it.
     pub fn version(&self, index: usize) -> Option<ContentVersion> {
         self.versions.get(index).copied()
+    }
+
+    /// The files of `skills[index]`, if the scan listed them.
+    pub fn listing(&self, index: usize) -> Option<&Arc<FileListing>> {
+        self.files.get(index)
     }
 }
 

@@ -1,6 +1,8 @@
 //! The skills protocol of skillcat, with the semantics of nagents' `nagents.skills`: validated
 //! descriptors, `SKILL.md` metadata parsing, token budgets, the bounded prompt manifest, and the
-//! directory, builtin and composite discoverers. No HTTP here.
+//! directory, builtin and composite discoverers. Beside nagents' view of a skill as its
+//! `SKILL.md`, the directory and builtin sources list the files of each skill's folder
+//! ([`FileListing`], carried by [`Discovery::files`]) and read them safely. No HTTP here.
 //!
 //! ```
 //! use skillcat_core::{Skill, TokenLimit, budget_skill_content, parse_skill_metadata, render_skill_manifest};
@@ -20,6 +22,7 @@ mod builtin;
 mod composite;
 mod directory;
 mod discover;
+mod files;
 mod manifest;
 mod metadata;
 pub mod pystr;
@@ -34,6 +37,10 @@ pub use builtin::BuiltinSkillDiscoverer;
 pub use composite::{CompositeDiscovery, CompositeSkillDiscoverer, SourceError, SourcedDiagnostic, SourcedSkill};
 pub use directory::{AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, DirectorySkillDiscoverer, MAX_FILE_BYTES};
 pub use discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, skill_catalog};
+pub use files::{
+    Digest, FileListing, FilesUnavailable, InvalidDigest, InvalidFilePath, MAX_FILE_PATH_BYTES, MAX_SKILL_BYTES,
+    MAX_SKILL_DEPTH, MAX_SKILL_ENTRIES, MAX_SKILL_FILES, SkillFile, SkillFilePath, SkipReason, SkippedEntry,
+};
 pub use manifest::{MAX_SKILL_MANIFEST_TOKENS, render_skill_manifest};
 pub use metadata::{FALLBACK_DESCRIPTION, MetadataError, MetadataErrorKind, parse_skill_metadata};
 pub use references::explicit_skill_names;

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
 use crate::pystr;
@@ -87,7 +87,8 @@ pub(crate) fn open_child_directory(parent: BorrowedFd<'_>, name: &[u8]) -> Resul
 pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[&[u8]]) -> Result<OwnedFd, std::io::Error> {
     static OPENAT2_MISSING: AtomicBool = AtomicBool::new(false);
     if components.is_empty() {
-        return Ok(rustix::io::dup(root)?);
+        // A new open, not a `dup`: a duplicate would share the position of a listing.
+        return Ok(rustix::fs::openat(root, ".", DIRECTORY_FLAGS, Mode::empty())?);
     }
     if !OPENAT2_MISSING.load(Ordering::Relaxed) {
         let path = components.join(&b'/');
@@ -133,19 +134,20 @@ pub(crate) fn read_skill_file_into<'a>(
         return Err(ReadError::NotRegular);
     }
     let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
-    read_bounded(fd, size, content).map_err(ReadError::Os)?;
+    read_limited(fd, size, MAX_FILE_BYTES, content).map_err(ReadError::Os)?;
     if content.len() > MAX_FILE_BYTES {
         return Err(ReadError::TooLarge);
     }
     std::str::from_utf8(content).map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(content, &error)))
 }
 
-/// Reads at most `MAX_FILE_BYTES + 1` bytes into `content`. A read that stops short exactly at
-/// the size `fstat` reported is the end of the file, which saves the extra `read` returning 0.
-fn read_bounded(fd: OwnedFd, size: usize, content: &mut Vec<u8>) -> std::io::Result<()> {
+/// Reads at most `limit + 1` bytes into `content`, so that a file over `limit` is recognized
+/// without reading it all. A read that stops short exactly at the size `fstat` reported is the
+/// end of the file, which saves the extra `read` returning 0.
+pub(crate) fn read_limited(fd: OwnedFd, size: usize, limit: usize, content: &mut Vec<u8>) -> std::io::Result<()> {
     let mut file = std::fs::File::from(fd);
     content.clear();
-    content.resize(size.min(MAX_FILE_BYTES) + 1, 0);
+    content.resize(size.min(limit).saturating_add(1), 0);
     let mut filled = 0;
     loop {
         match file.read(&mut content[filled..]) {
@@ -155,15 +157,35 @@ fn read_bounded(fd: OwnedFd, size: usize, content: &mut Vec<u8>) -> std::io::Res
             Err(error) => return Err(error),
         }
         if filled == content.len() {
-            if filled > MAX_FILE_BYTES {
+            if filled > limit {
                 break;
             }
             // The file grew since fstat.
-            content.resize((filled * 2).min(MAX_FILE_BYTES + 1), 0);
+            content.resize(filled.saturating_mul(2).min(limit.saturating_add(1)), 0);
         } else if filled == size {
             break;
         }
     }
     content.truncate(filled);
     Ok(())
+}
+
+/// Why a file beneath a skill folder could not be opened for reading.
+#[derive(Debug)]
+pub(crate) enum OpenFileError {
+    Os(Errno),
+    /// The entry is not a regular file (any more): a FIFO, socket or device opened without
+    /// blocking, or a folder. A symlink fails the open itself (`ELOOP`).
+    NotRegular,
+}
+
+/// Opens the regular file `name` in `directory`: never through a symlink, never blocking on a
+/// FIFO or device, and checked to be a regular file on the open descriptor. Returns its status.
+pub(crate) fn open_regular(directory: BorrowedFd<'_>, name: &[u8]) -> Result<(OwnedFd, Stat), OpenFileError> {
+    let fd = rustix::fs::openat(directory, name, FILE_FLAGS, Mode::empty()).map_err(OpenFileError::Os)?;
+    let stat = rustix::fs::fstat(&fd).map_err(OpenFileError::Os)?;
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => Ok((fd, stat)),
+        _ => Err(OpenFileError::NotRegular),
+    }
 }

@@ -1,25 +1,33 @@
 //! Skills in folders on disk, discovered without ever following a symlink beneath a root.
 
+mod files;
 mod guarded;
 mod path;
 mod walk;
 
 use std::ffi::OsStr;
 use std::num::NonZeroUsize;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 
+use self::files::{Hashes, Listed, Lister};
 pub use self::guarded::MAX_FILE_BYTES;
+use self::guarded::OpenFileError;
 pub use self::path::AbsoluteRoot;
 use self::walk::Found;
 use crate::discover::{Discovery, SkillDiscoverer, SkillError, sorted_catalog};
+use crate::files::{FileListing, FilesUnavailable, SkillFilePath};
 use crate::metadata::parse_skill_metadata;
-use crate::skill::{Skill, SkillName};
+use crate::skill::Skill;
 
 pub const DEFAULT_MAX_ENTRIES: usize = 10_000;
 pub const DEFAULT_MAX_DEPTH: usize = 16;
+/// Threads that list skills' files, at most; each lists at least this many skills.
+const MAX_LISTING_THREADS: usize = 4;
+const MIN_SKILLS_PER_THREAD: usize = 64;
 
 /// Discovers `SKILL.md` files under explicitly configured roots.
 ///
@@ -30,7 +38,13 @@ pub const DEFAULT_MAX_DEPTH: usize = 16;
 /// resolved once per scan. Skipped files are reported as diagnostics, at most 20. A scan that
 /// runs out of descriptors or memory (EMFILE, ENFILE, ENOMEM, ENOBUFS) fails as a whole.
 ///
-/// Clones share the catalog of the last scan.
+/// A scan also lists the files of every skill (the regular files beneath the folder holding its
+/// `SKILL.md`, nested skills' included; see [`FileListing`]) by the same guarded walk, with
+/// bounds of its own, independent of `max_entries` and `max_depth`. Digests are SHA-256; a
+/// rescan reads only files whose (device, inode, size, modification and change times) differ
+/// from what the previous scan saw.
+///
+/// Clones share the catalog of the last scan and the digests.
 #[derive(Debug, Clone)]
 pub struct DirectorySkillDiscoverer {
     inner: Arc<Inner>,
@@ -43,6 +57,12 @@ struct Inner {
     max_depth: usize,
     /// The last scan's skills, for loads.
     catalog: Mutex<Arc<Catalog>>,
+    /// The digests of the files the last scan listed, by their status.
+    hashes: Mutex<Arc<Hashes>>,
+    /// Files read to be hashed, over all scans.
+    files_hashed: AtomicU64,
+    /// How long ago a file must have changed for its digest to be trusted at the next scan.
+    settle_seconds: i64,
 }
 
 impl DirectorySkillDiscoverer {
@@ -69,7 +89,15 @@ impl DirectorySkillDiscoverer {
 
     /// A source over already-absolute roots.
     pub fn from_roots(roots: Vec<AbsoluteRoot>, max_entries: NonZeroUsize, max_depth: usize) -> Self {
-        let inner = Inner { roots, max_entries: max_entries.get(), max_depth, catalog: Mutex::default() };
+        let inner = Inner {
+            roots,
+            max_entries: max_entries.get(),
+            max_depth,
+            catalog: Mutex::default(),
+            hashes: Mutex::default(),
+            files_hashed: AtomicU64::new(0),
+            settle_seconds: files::SETTLE_SECONDS,
+        };
         DirectorySkillDiscoverer { inner: Arc::new(inner) }
     }
 
@@ -94,25 +122,88 @@ impl DirectorySkillDiscoverer {
         if let Some((path, source)) = outcome.exhausted {
             return Err(SkillError::Io { context: format!("the scan stopped at {path}"), source });
         }
-        let catalog = Catalog::new(outcome.found)?;
-        let skills = catalog.0.iter().map(|found| found.skill.clone()).collect();
-        let versions = catalog.0.iter().map(|found| found.version).collect();
+        let found = sorted_catalog(outcome.found, |found| &found.skill)?;
+        let files = self.list_files(&found, &outcome.roots)?;
+        let catalog = Catalog { found, files };
+        let skills = catalog.found.iter().map(|found| found.skill.clone()).collect();
+        let versions = catalog.found.iter().map(|found| found.version).collect();
+        let files = catalog.files.clone();
         *self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(catalog);
-        Ok(Discovery { skills, versions, diagnostics: outcome.diagnostics })
+        Ok(Discovery { skills, versions, files, diagnostics: outcome.diagnostics })
     }
 
     /// Re-reads `skill`'s file through the same guarded opens as discovery.
     pub fn load_blocking(&self, skill: &Skill) -> Result<String, SkillError> {
         let catalog = Arc::clone(&self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner));
-        let found = catalog
-            .get(skill.name())
-            .filter(|found| found.skill == *skill)
-            .ok_or_else(|| SkillError::NotInCatalog { name: skill.name().clone(), catalog: "directory" })?;
+        let (found, _) = catalog.current(skill)?;
         let changed = || SkillError::Changed { name: skill.name().clone() };
         let root = &self.inner.roots[found.root];
         let folders = folders_below(root, skill.location());
-        let root_fd = guarded::open_root(root.as_bytes()).map_err(|_| changed())?;
-        let folder = guarded::open_beneath(root_fd.as_fd(), &folders).map_err(|error| {
+        let folder = self.open_folder(skill, found, &folders)?;
+        let content = guarded::read_skill_file(folder.as_fd()).map_err(|_| changed())?;
+        let folder_name = folders.last().copied().unwrap_or_else(|| root.name());
+        match parse_skill_metadata(&content, skill.location(), &String::from_utf8_lossy(folder_name)) {
+            Ok(current) if current == *skill => Ok(content),
+            _ => Err(changed()),
+        }
+    }
+
+    /// Reads the file at `path` of `skill`, which must be this source's current descriptor and
+    /// `path` one of its listed files: re-opened beneath the skill folder without following a
+    /// symlink, without blocking on a FIFO, checked to be a regular file, and read to at most
+    /// `max_bytes` (a file now larger is [`SkillError::Changed`]). The caller compares the bytes
+    /// with the digest it holds: a mismatch means the listing it has is stale.
+    pub fn read_file_blocking(
+        &self,
+        skill: &Skill,
+        path: &SkillFilePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, SkillError> {
+        let catalog = Arc::clone(&self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner));
+        let (found, listing) = catalog.current(skill)?;
+        let changed = || SkillError::Changed { name: skill.name().clone() };
+        if listing.get(path).is_none() {
+            return Err(changed());
+        }
+        let mut folders = folders_below(&self.inner.roots[found.root], skill.location());
+        folders.extend(path.folders().map(str::as_bytes));
+        let folder = self.open_folder(skill, found, &folders)?;
+        let (fd, stat) = guarded::open_regular(folder.as_fd(), path.file_name().as_bytes()).map_err(|error| {
+            use rustix::io::Errno;
+            match error {
+                // Removed, or replaced by a symlink, a socket or something else than a file.
+                OpenFileError::Os(Errno::NOENT | Errno::LOOP | Errno::NXIO | Errno::NOTDIR)
+                | OpenFileError::NotRegular => changed(),
+                OpenFileError::Os(errno) => file_error(skill, path, errno.into()),
+            }
+        })?;
+        let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+        let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
+        let mut content = Vec::new();
+        guarded::read_limited(fd, size, limit, &mut content).map_err(|error| file_error(skill, path, error))?;
+        if content.len() > limit {
+            return Err(changed());
+        }
+        Ok(content)
+    }
+
+    /// As [`read_file_blocking`](Self::read_file_blocking), off the async executor.
+    pub async fn read_file(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError> {
+        let (this, skill, path) = (self.clone(), skill.clone(), path.clone());
+        run_blocking(move || this.read_file_blocking(&skill, &path, max_bytes)).await
+    }
+
+    /// Files read to be hashed by this source's scans so far (unchanged files are not read).
+    #[cfg(test)]
+    pub(crate) fn files_hashed(&self) -> u64 {
+        self.inner.files_hashed.load(Ordering::Relaxed)
+    }
+
+    /// Opens `folders` beneath the root of `found` (the skill's folder, or one inside it).
+    fn open_folder(&self, skill: &Skill, found: &Found, folders: &[&[u8]]) -> Result<OwnedFd, SkillError> {
+        let changed = || SkillError::Changed { name: skill.name().clone() };
+        let root_fd = guarded::open_root(self.inner.roots[found.root].as_bytes()).map_err(|_| changed())?;
+        guarded::open_beneath(root_fd.as_fd(), folders).map_err(|error| {
             let swapped =
                 [rustix::io::Errno::LOOP, rustix::io::Errno::XDEV, rustix::io::Errno::NOENT, rustix::io::Errno::NOTDIR]
                     .iter()
@@ -122,29 +213,176 @@ impl DirectorySkillDiscoverer {
             } else {
                 SkillError::Io { context: format!("cannot open the folder of skill '{}'", skill.name()), source: error }
             }
-        })?;
-        let content = guarded::read_skill_file(folder.as_fd()).map_err(|_| changed())?;
-        let folder_name = folders.last().copied().unwrap_or_else(|| root.name());
-        match parse_skill_metadata(&content, skill.location(), &String::from_utf8_lossy(folder_name)) {
-            Ok(current) if current == *skill => Ok(content),
-            _ => Err(changed()),
+        })
+    }
+
+    /// Lists the files of every skill of a scan (`found` in name order), from the roots as the
+    /// walk opened them, on a few threads. A nested skill's listing is cut from its enclosing
+    /// skill's when that one is complete and entered its folder, so no folder is walked twice.
+    fn list_files(&self, found: &[Found], roots: &[Option<Arc<OwnedFd>>]) -> Result<Vec<Arc<FileListing>>, SkillError> {
+        let previous = Arc::clone(&self.inner.hashes.lock().unwrap_or_else(PoisonError::into_inner));
+        let folders: Vec<Vec<&[u8]>> =
+            found.iter().map(|found| folders_below(&self.inner.roots[found.root], found.skill.location())).collect();
+        // Enclosing folders before the folders inside them.
+        let mut order: Vec<usize> = (0..found.len()).collect();
+        order.sort_unstable_by(|&a, &b| (found[a].root, &folders[a]).cmp(&(found[b].root, &folders[b])));
+        // Consecutive runs of that order, one per thread: a nested skill whose enclosing skill
+        // fell in another run is walked on its own, to the same listing.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_LISTING_THREADS)
+            .min(order.len().div_ceil(MIN_SKILLS_PER_THREAD))
+            .max(1);
+        let pass = FilePass { source: self, found, folders: &folders, roots, previous: &previous, threads };
+        let runs: Vec<&[usize]> = order.chunks(order.len().div_ceil(threads).max(1)).collect();
+        let results: Vec<Result<Run, SkillError>> = std::thread::scope(|scope| {
+            let helpers: Vec<_> = runs
+                .iter()
+                .skip(1)
+                .map(|run| {
+                    std::thread::Builder::new()
+                        .name("skill-files".into())
+                        .spawn_scoped(scope, || pass.run(run))
+                        .expect("cannot start a listing thread")
+                })
+                .collect();
+            let first = runs.first().map(|run| pass.run(run));
+            first
+                .into_iter()
+                .chain(helpers.into_iter().map(|helper| helper.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
+                .collect()
+        });
+        let mut listings = vec![None; found.len()];
+        let mut hashes = Hashes::default();
+        for run in results {
+            let Run { listings: listed, hashes: seen, hashed } = run?;
+            for (index, listing) in listed {
+                listings[index] = Some(listing);
+            }
+            self.inner.files_hashed.fetch_add(hashed, Ordering::Relaxed);
+            let (mut larger, smaller) = if hashes.len() >= seen.len() { (hashes, seen) } else { (seen, hashes) };
+            larger.extend(smaller);
+            hashes = larger;
+        }
+        *self.inner.hashes.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(hashes);
+        Ok(listings.into_iter().map(|listing| listing.expect("every skill is listed")).collect())
+    }
+
+    fn list_skill(
+        &self,
+        lister: &mut Lister<'_>,
+        roots: &[Option<Arc<OwnedFd>>],
+        found: &Found,
+        below: &[&[u8]],
+    ) -> Result<Listed, SkillError> {
+        let unavailable = |message: String| Listed {
+            listing: FileListing::unavailable(FilesUnavailable::Unreadable { message }),
+            folders: Vec::new(),
+        };
+        let stopped = |inside: &str, source| {
+            let mut path = self.inner.roots[found.root].as_bytes().to_vec();
+            for part in below.iter().copied().chain(inside.split('/').map(str::as_bytes)) {
+                if !part.is_empty() {
+                    path = path::join(&path, part);
+                }
+            }
+            SkillError::Io { context: format!("the scan stopped at {}", String::from_utf8_lossy(&path)), source }
+        };
+        let Some(root_fd) = &roots[found.root] else {
+            return Ok(unavailable("the root could not be opened again".to_owned()));
+        };
+        match guarded::open_beneath(root_fd.as_fd(), below) {
+            Ok(folder) => lister.list(&folder).map_err(|exhausted| stopped(&exhausted.path, exhausted.error)),
+            Err(error)
+                if error.raw_os_error().map(rustix::io::Errno::from_raw_os_error).is_some_and(guarded::exhausted) =>
+            {
+                Err(stopped("", error))
+            }
+            Err(error) => Ok(unavailable(error.to_string())),
         }
     }
 }
 
-/// One scan's skills in name order.
+/// The listing of the files of one scan's skills, shared by its threads.
+struct FilePass<'a> {
+    source: &'a DirectorySkillDiscoverer,
+    found: &'a [Found],
+    /// The folders from its root down to each skill's folder.
+    folders: &'a [Vec<&'a [u8]>],
+    roots: &'a [Option<Arc<OwnedFd>>],
+    previous: &'a Hashes,
+    threads: usize,
+}
+
+/// What one thread listed: listings by index in `found`, the digests it saw, the files it read.
+struct Run {
+    listings: Vec<(usize, Arc<FileListing>)>,
+    hashes: Hashes,
+    hashed: u64,
+}
+
+impl FilePass<'_> {
+    /// Lists the skills `run` (indexes in `found`, enclosing folders first).
+    fn run(&self, run: &[usize]) -> Result<Run, SkillError> {
+        let (found, folders) = (self.found, self.folders);
+        let capacity = self.previous.len() / self.threads;
+        let mut lister = Lister::new(self.previous, self.source.inner.settle_seconds, capacity);
+        let mut listings = Vec::with_capacity(run.len());
+        // The complete listings of the skills enclosing the current one, outermost first.
+        let mut enclosing: Vec<(usize, Arc<FileListing>, Vec<String>)> = Vec::new();
+        for &index in run {
+            let below = &folders[index];
+            let encloses = |outer: usize| {
+                found[outer].root == found[index].root
+                    && below.len() > folders[outer].len()
+                    && below.starts_with(&folders[outer])
+            };
+            while enclosing.last().is_some_and(|(outer, ..)| !encloses(*outer)) {
+                enclosing.pop();
+            }
+            let cut = enclosing.last().and_then(|(outer, listing, entered)| {
+                let inside = below[folders[*outer].len()..].join(&b'/');
+                let inside = std::str::from_utf8(&inside).ok()?;
+                entered.binary_search_by(|folder| folder.as_str().cmp(inside)).ok()?;
+                listing.within(inside)
+            });
+            let listing = match cut {
+                Some(listing) => Arc::new(listing),
+                None => {
+                    let Listed { listing, folders: entered } =
+                        self.source.list_skill(&mut lister, self.roots, &found[index], below)?;
+                    let listing = Arc::new(listing);
+                    if listing.files().is_ok() {
+                        enclosing.push((index, Arc::clone(&listing), entered));
+                    }
+                    listing
+                }
+            };
+            listings.push((index, listing));
+        }
+        Ok(Run { listings, hashes: lister.current, hashed: lister.hashed })
+    }
+}
+
+fn file_error(skill: &Skill, path: &SkillFilePath, source: std::io::Error) -> SkillError {
+    SkillError::Io { context: format!("cannot read '{path}' of skill '{}'", skill.name()), source }
+}
+
+/// One scan's skills in name order, and their files.
 #[derive(Debug, Default)]
-struct Catalog(Vec<Found>);
+struct Catalog {
+    found: Vec<Found>,
+    files: Vec<Arc<FileListing>>,
+}
 
 impl Catalog {
-    /// Orders a scan's skills by name, refusing a name found twice as nagents' `skill_catalog`
-    /// does: the error names the duplicate that the walk met first.
-    fn new(found: Vec<Found>) -> Result<Self, SkillError> {
-        Ok(Catalog(sorted_catalog(found, |found| &found.skill)?))
-    }
-
-    fn get(&self, name: &SkillName) -> Option<&Found> {
-        self.0.binary_search_by(|found| found.skill.name().cmp(name)).ok().map(|index| &self.0[index])
+    /// The scan's entry for `skill` if `skill` is its current descriptor.
+    fn current(&self, skill: &Skill) -> Result<(&Found, &FileListing), SkillError> {
+        let index = self.found.binary_search_by(|found| found.skill.name().cmp(skill.name())).ok();
+        index
+            .filter(|&index| self.found[index].skill == *skill)
+            .map(|index| (&self.found[index], &*self.files[index]))
+            .ok_or_else(|| SkillError::NotInCatalog { name: skill.name().clone(), catalog: "directory" })
     }
 }
 

@@ -52,6 +52,9 @@ pub(crate) struct Outcome {
     /// memory: the path it was at, and the error. The outcome is then incomplete and not to be
     /// published (nagents would report the error as a diagnostic and list the folder as empty).
     pub exhausted: Option<(String, std::io::Error)>,
+    /// Each root's folder as this walk opened it, for listing the files of its skills from the
+    /// same resolution of the root (`None` where the root could not be listed).
+    pub roots: Vec<Option<Arc<OwnedFd>>>,
 }
 
 pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize) -> Outcome {
@@ -69,7 +72,7 @@ pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize)
             max_depth,
             remaining: max_entries,
             visited: roots_overlap(roots).then(HashSet::new),
-            outcome: Outcome::default(),
+            outcome: Outcome { roots: vec![None; roots.len()], ..Outcome::default() },
             queue: &queue,
             buffers: Buffers::default(),
         };
@@ -456,6 +459,9 @@ impl Walk<'_> {
             Ok(listing) => listing,
             Err(failure) => return self.diagnose(Diagnostic::os(&path, &failure)),
         };
+        if depth == 0 {
+            self.outcome.roots[root] = Some(Arc::clone(&listing.fd));
+        }
         if !self.count(&path, &listing) {
             return;
         }
