@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use reqwest::Url;
 use reqwest::header::HeaderValue;
+use skillcat_core::SkillName;
 
 use crate::error::ClientError;
 
@@ -244,6 +245,17 @@ impl Endpoints {
     }
 }
 
+/// Appends `segment` with every byte but `A-Z a-z 0-9 - . _ ~` as `%XX`.
+fn encode_segment(segment: &str, out: &mut String) {
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+}
+
 /// Everything a built discoverer (and its watch task) shares.
 #[derive(Debug)]
 pub(crate) struct Settings {
@@ -261,6 +273,18 @@ impl Settings {
     /// A route below the base URL; skill names need no escaping (they are `[A-Za-z0-9_-]`).
     pub fn url(&self, path: &str) -> Url {
         self.base.join(path).expect("a relative path of a valid skill name joins")
+    }
+
+    /// The route `skills/{name}/{tail...}` below the base URL. Every segment is percent-encoded
+    /// but for RFC 3986's unreserved characters, so a file's name reaches the server as exactly
+    /// one segment, which it decodes once.
+    pub fn skill_url<'a>(&self, name: &SkillName, tail: impl IntoIterator<Item = &'a str>) -> Url {
+        let mut path = format!("skills/{name}");
+        for segment in tail {
+            path.push('/');
+            encode_segment(segment, &mut path);
+        }
+        self.url(&path)
     }
 
     /// A request with the token, if any.
@@ -303,6 +327,16 @@ mod tests {
         let endpoints = Endpoints::new(&base_url("http://host/api").unwrap()).unwrap();
         assert_eq!(endpoints.skills.as_str(), "http://host/api/skills");
         assert_eq!(endpoints.events.as_str(), "http://host/api/events");
+    }
+
+    #[test]
+    fn file_routes_encode_each_segment_whole() {
+        let settings = Builder::new("http://host/api").into_settings().unwrap();
+        let name = SkillName::parse("alpha").unwrap();
+        assert_eq!(settings.skill_url(&name, ["files"]).as_str(), "http://host/api/skills/alpha/files");
+        let url = settings.skill_url(&name, ["files", "a b", "ü%2F?#;:", "run.py"]);
+        assert_eq!(url.as_str(), "http://host/api/skills/alpha/files/a%20b/%C3%BC%252F%3F%23%3B%3A/run.py");
+        assert_eq!(settings.skill_url(&name, ["archive"]).as_str(), "http://host/api/skills/alpha/archive");
     }
 
     #[test]

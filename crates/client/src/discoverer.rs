@@ -44,7 +44,7 @@ use crate::{retry, watch};
 /// [`SkillError`] (stale descriptors to errors whose [`is_stale`](SkillError::is_stale) holds,
 /// anything else to [`SkillError::Source`] holding the [`ClientError`]).
 pub struct RemoteSkillDiscoverer {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// The watch task, started at the first discovery; aborted on drop.
     watch: Mutex<Option<JoinHandle<()>>>,
 }

@@ -1,10 +1,12 @@
 //! The client's errors, keyed on the status the server answered, and their mapping into
 //! `skillcat-core`'s [`SkillError`].
 
+use std::path::PathBuf;
+
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_TYPE;
 use serde::Deserialize;
-use skillcat_core::{SkillError, SkillName};
+use skillcat_core::{SkillError, SkillFilePath, SkillName};
 
 /// The most of an error body that is read; a problem document is a few hundred bytes.
 const MAX_PROBLEM_BYTES: usize = 64 * 1024;
@@ -120,9 +122,39 @@ pub enum ClientError {
     #[error("the skill catalog failed: {0}")]
     Server(Problem),
     /// An answer that is not what the protocol says: an unexpected status, or a body that is not
-    /// a valid catalog (an invalid descriptor, a duplicate name, malformed JSON).
+    /// a valid catalog (an invalid descriptor, a duplicate name, malformed JSON) or file listing
+    /// (an unsafe path, a listing beyond the bounds).
     #[error("invalid answer from the skill catalog: {0}")]
     InvalidResponse(String),
+    /// 422 for a skill's files: the server lists no files for it, because the skill is over a
+    /// bound of what is served (512 files, 16 MiB); the problem's detail names the bound.
+    #[error("the files of skill '{name}' are not served: {problem}")]
+    FilesUnavailable { name: SkillName, problem: Problem },
+    /// A file's bytes are not what its listing says (another size or SHA-256): damaged on the
+    /// way, or a server or proxy that does not keep its word. The bytes are never returned.
+    #[error("file '{path}' of skill '{name}' does not match its listing: {reason}")]
+    Corrupt { name: SkillName, path: SkillFilePath, reason: String },
+    /// The target of a download exists: a folder is replaced only when asked, and anything else
+    /// (a file, a symlink) never.
+    #[error("{}", target_exists(path, *folder))]
+    TargetExists { path: PathBuf, folder: bool },
+    /// Writing a download failed (nothing of it was left behind, and the target is as it was).
+    #[error("cannot download into {}: {action}: {source}", target.display())]
+    Io {
+        target: PathBuf,
+        /// What was being done, such as "creating 'scripts/run.py'".
+        action: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn target_exists(path: &std::path::Path, folder: bool) -> String {
+    if folder {
+        format!("{} already exists; a download replaces it only when asked to", path.display())
+    } else {
+        format!("{} exists and is not a folder; a download never replaces it", path.display())
+    }
 }
 
 impl ClientError {

@@ -9,9 +9,10 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
 /// What the server does with the next request.
+#[derive(Clone)]
 pub enum Reply {
     /// Answers with this status, extra headers and body, then closes the connection.
-    Answer { status: u16, headers: Vec<(&'static str, String)>, body: String },
+    Answer { status: u16, headers: Vec<(&'static str, String)>, body: Vec<u8> },
     /// Closes the connection without answering.
     Hang,
     /// Keeps the connection open for a long while without answering.
@@ -20,12 +21,16 @@ pub enum Reply {
 
 impl Reply {
     pub fn status(status: u16) -> Reply {
-        Reply::Answer { status, headers: Vec::new(), body: String::new() }
+        Reply::Answer { status, headers: Vec::new(), body: Vec::new() }
+    }
+
+    pub fn bytes(status: u16, body: impl Into<Vec<u8>>) -> Reply {
+        Reply::Answer { status, headers: Vec::new(), body: body.into() }
     }
 
     pub fn json(status: u16, body: serde_json::Value) -> Reply {
         let headers = vec![("content-type", "application/json".to_owned())];
-        Reply::Answer { status, headers, body: body.to_string() }
+        Reply::Answer { status, headers, body: body.to_string().into_bytes() }
     }
 
     pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
@@ -55,19 +60,51 @@ pub struct FakeServer {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Which reply a request gets.
+enum Script {
+    /// The next one; a 500 once they run out.
+    InOrder(VecDeque<Reply>),
+    /// The one for its request target (such as `/skills/a/files/x`); a 404 for any other.
+    ByTarget(Vec<(String, Reply)>),
+}
+
+impl Script {
+    fn reply(&mut self, request: &Request) -> Reply {
+        match self {
+            Script::InOrder(replies) => replies.pop_front().unwrap_or_else(|| Reply::status(500)),
+            Script::ByTarget(routes) => {
+                let target = request.line.split(' ').nth(1).unwrap_or_default();
+                let found = routes.iter().find(|(route, _)| route == target);
+                found.map_or_else(|| Reply::status(404), |(_, reply)| reply.clone())
+            }
+        }
+    }
+}
+
 impl FakeServer {
     /// Serves `replies` in order; once they run out, every request gets a 500.
     pub async fn start(replies: Vec<Reply>) -> FakeServer {
+        FakeServer::serve(Script::InOrder(VecDeque::from(replies))).await
+    }
+
+    /// Answers each request target with its reply, as often as it is asked (for requests sent
+    /// concurrently, whose order is not known); any other target gets a 404.
+    pub async fn routes(routes: Vec<(&str, Reply)>) -> FakeServer {
+        let routes = routes.into_iter().map(|(target, reply)| (target.to_owned(), reply)).collect();
+        FakeServer::serve(Script::ByTarget(routes)).await
+    }
+
+    async fn serve(mut script: Script) -> FakeServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let requests = Arc::new(Mutex::new(Vec::new()));
         let recorded = Arc::clone(&requests);
-        let mut replies = VecDeque::from(replies);
         let task = tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
                 let Some(request) = read_request(&mut stream).await else { continue };
+                let reply = script.reply(&request);
                 recorded.lock().unwrap().push(request);
-                match replies.pop_front().unwrap_or_else(|| Reply::status(500)) {
+                match reply {
                     Reply::Answer { status, headers, body } => {
                         let mut head = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n", body.len());
                         for (name, value) in headers {
@@ -75,7 +112,7 @@ impl FakeServer {
                         }
                         head.push_str("connection: close\r\n\r\n");
                         let _ = stream.write_all(head.as_bytes()).await;
-                        let _ = stream.write_all(body.as_bytes()).await;
+                        let _ = stream.write_all(&body).await;
                         let _ = stream.shutdown().await;
                     }
                     Reply::Hang => drop(stream),

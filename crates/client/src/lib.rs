@@ -53,7 +53,10 @@
 mod catalog;
 mod config;
 mod discoverer;
+mod download;
 mod error;
+mod files;
+mod install;
 mod retry;
 mod shared;
 mod watch;
@@ -61,7 +64,9 @@ mod watch;
 pub use catalog::{CatalogFailure, RemoteCatalog, RemoteDiagnostic, RemoteSkill, ShadowedSkill};
 pub use config::{BearerToken, Builder, InvalidToken, RetryPolicy};
 pub use discoverer::RemoteSkillDiscoverer;
+pub use download::Downloaded;
 pub use error::{ClientError, Problem};
+pub use files::{RemoteFile, RemoteFileListing, SkippedFile};
 pub use reqwest;
 
 #[cfg(test)]
