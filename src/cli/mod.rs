@@ -1,6 +1,7 @@
 //! The command line: offline commands over the same sources the server uses.
 
 mod check;
+mod download;
 mod health;
 
 use std::io::Write as _;
@@ -59,6 +60,9 @@ pub enum Command {
         #[arg(long, value_name = "SECS", default_value_t = 3)]
         timeout: u64,
     },
+    /// Download one skill's folder from a running server into DIR/NAME: every file checked
+    /// against its digest, the folder written beside it and renamed into place at once.
+    Download(download::DownloadArgs),
     /// Print the budgeted load of one skill as JSON.
     Load {
         #[command(flatten)]
@@ -251,6 +255,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Download(args) => download::run(args).await,
     }
 }
 
