@@ -26,6 +26,29 @@ Behaviour:
 * Blocking socket I/O runs in a worker thread (``asyncio.to_thread``); the event loop never waits
   on the network.
 
+A skill is also a folder (``scripts/``, ``references/``...), and the same discoverer fetches it::
+
+    listing = await remote.list_files(skill)         # GET /skills/{name}/files, If-Match: its etag
+    data = await remote.read_file(skill, listing.files[0])   # size and SHA-256 checked
+    done = await remote.download(skill, ".agents/skills/" + skill.name)   # all or nothing
+
+* ``list_files(skill)`` accepts only a current descriptor (as ``load``) and returns a
+  ``FileListing`` whose every path was checked as a clean relative path (no ``..``, no leading
+  ``/``, no hidden segment, no backslash or NUL): a listing with any other path, beyond the
+  bounds (512 files, 16 MiB), naming a path twice or a file where another's folder is, is refused
+  whole (``SkillcatError``). A skill over the bounds on the server is a ``SkillcatError`` with
+  ``status`` 422 and ``kind`` ``files-unavailable``.
+* ``read_file(skill, file)`` sends ``If-Match: "<digest>"`` and returns the bytes only if their
+  size and SHA-256 are the listed ones (``SkillcatCorruptFile`` otherwise).
+* ``download(skill, target_dir, replace=False)`` fetches and checks every file, writes them into
+  a hidden staging folder beside ``target_dir`` (mode 0700 while it is written), each created
+  relative to its open parent folder with ``O_EXCL | O_NOFOLLOW``, gives files 0644 (0755 when
+  executable) and folders 0755, syncs, and renames the folder onto ``target_dir`` in one step. An
+  existing ``target_dir`` raises ``FileExistsError`` unless ``replace``, and is replaced only if
+  it is a folder (exchanged atomically where Linux's ``renameat2`` allows, then removed). On any
+  failure the staging folder is removed and ``target_dir`` is as it was. The parent of
+  ``target_dir`` must exist.
+
 Errors:
 
 * ``ValueError``: what nagents raises for the same condition locally.
@@ -43,6 +66,7 @@ Errors:
   answered another error (401, 503 not ready / at capacity / shutting down, ...); it carries
   ``status``, ``kind`` (the problem type after ``urn:skillcat:problem:``), ``detail`` and
   ``retry_after`` where the answer had them.
+* ``SkillcatCorruptFile`` (a ``SkillcatError``): a file's bytes are not what its listing says.
 * ``SkillcatTimeout`` (a ``SkillcatError`` and a ``TimeoutError``): no complete answer within
   ``timeout`` seconds. The whole exchange (connect, request, reading the body) shares that one
   deadline, and the awaiting coroutine is released at the deadline even if name resolution hangs.
@@ -55,10 +79,17 @@ connection is reused between calls; ``close()`` drops it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import hashlib
 import http.client
 import json
 import math
+import os
+import re
+import shutil
 import socket
+import stat
 import ssl
 import threading
 import time
@@ -70,12 +101,31 @@ from dataclasses import dataclass
 
 from nagents.skills import Skill
 
-__all__ = ["CatalogFailure", "RemoteSkillDiscoverer", "SkillcatError", "SkillcatTimeout"]
+__all__ = [
+    "CatalogFailure",
+    "Downloaded",
+    "FileListing",
+    "RemoteFile",
+    "RemoteSkillDiscoverer",
+    "SkillcatCorruptFile",
+    "SkillcatError",
+    "SkillcatTimeout",
+    "SkippedFile",
+]
 
 # A whole catalog (thousands of descriptors) fits easily; a larger answer is refused.
 _MAX_CATALOG_BYTES = 64 * 1024 * 1024
 # nagents and skillcat skip a SKILL.md over 4,000,000 bytes, so no content is larger.
 _MAX_CONTENT_BYTES = 4_000_000
+# The bounds every skillcat server keeps for a skill's files (SEP-2640's): a listing beyond them
+# is refused rather than fetched.
+_MAX_SKILL_FILES = 512
+_MAX_SKILL_BYTES = 16 * 1024 * 1024
+_MAX_SKILL_DEPTH = 32
+_MAX_FILE_PATH_BYTES = 4096
+# 512 entries of 4 KiB paths and the skipped entries fit many times over.
+_MAX_LISTING_BYTES = 16 * 1024 * 1024
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _PROBLEM_PREFIX = "urn:skillcat:problem:"
 _USER_AGENT = "skillcat-remote-python/1"
 # Failures of a reused keep-alive connection that mean the server had closed it: retry once.
@@ -103,6 +153,14 @@ class SkillcatError(OSError):
 
 class SkillcatTimeout(SkillcatError, TimeoutError):
     """No complete answer within the discoverer's timeout."""
+
+
+class SkillcatCorruptFile(SkillcatError):
+    """A file's bytes are not what its listing says (another size or SHA-256); they are dropped."""
+
+
+class _TooLarge(SkillcatError):
+    """An answer longer than the caller allowed."""
 
 
 class _Secret:
@@ -148,6 +206,63 @@ class CatalogFailure:
     """The source's message."""
     since: str
     """When the scans started failing this way (RFC 3339)."""
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a remote skill, as its listing names it."""
+
+    path: str
+    """Relative to the skill's folder, ``/``-separated; checked to name nothing outside it."""
+    size: int
+    digest: str
+    """``sha256:<64 hex digits>`` of the bytes."""
+    media_type: str
+    executable: bool
+    """Written with mode 0755 when downloaded (otherwise 0644)."""
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """Something beneath the skill's folder on the server that is not served, and why."""
+
+    path: str
+    """As the server reports it; only shown, never used as a path."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class FileListing:
+    """The files of one version of a skill, in code-point order of their paths."""
+
+    name: str
+    etag: str
+    """The skill's etag: the version listed."""
+    files: tuple[RemoteFile, ...]
+    skipped: tuple[SkippedFile, ...]
+
+    @property
+    def size(self) -> int:
+        """The bytes of all files together."""
+        return sum(file.size for file in self.files)
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    """What ``download`` wrote."""
+
+    path: str
+    name: str
+    etag: str
+    """The skill's etag: the version downloaded."""
+    files: int
+    size: int
+    """The bytes of all files together."""
+    replaced: bool
+    """An existing folder was replaced."""
+    leftover: str | None
+    """Where the replaced folder was left when it could not be removed (a read-only folder in
+    it, say); the new folder is in place all the same."""
 
 
 class RemoteSkillDiscoverer:
@@ -236,12 +351,7 @@ class RemoteSkillDiscoverer:
 
     async def load(self, skill: Skill) -> str:
         """The full current ``SKILL.md`` of ``skill``, which must be a current descriptor."""
-        catalog = self._catalog
-        entry = catalog.entries.get(getattr(skill, "name", None)) if catalog is not None else None
-        if entry is None or entry[0] != skill:
-            name = getattr(skill, "name", skill)
-            raise ValueError(f"Skill {name!r} is not in this remote catalog; refresh discovery")
-        expected = entry[1]
+        expected = self._current_etag(skill)
         path = "skills/" + urllib.parse.quote(skill.name, safe="") + "/content"
         headers = {"Accept": "text/markdown", "If-Match": expected}
         response = await self._request(path, headers, _MAX_CONTENT_BYTES)
@@ -255,6 +365,66 @@ class RemoteSkillDiscoverer:
             return response.body.decode("utf-8")
         except UnicodeDecodeError as error:
             raise SkillcatError(f"skillcat sent skill {skill.name!r} content that is not UTF-8") from error
+
+    async def list_files(self, skill: Skill) -> FileListing:
+        """The files of ``skill`` (a current descriptor), exactly the version discovered."""
+        expected = self._current_etag(skill)
+        path = "skills/" + urllib.parse.quote(skill.name, safe="") + "/files"
+        headers = {"Accept": "application/json", "If-Match": expected}
+        try:
+            response = await self._request(path, headers, _MAX_LISTING_BYTES)
+        except _TooLarge as error:
+            raise SkillcatError(f"skillcat sent a file listing of {skill.name!r} over {_MAX_LISTING_BYTES} bytes") from error
+        if response.status in (404, 409, 412):
+            raise ValueError(f"Skill {skill.name!r} changed; refresh discovery and retry")
+        if response.status != 200:
+            raise _error(response)
+        return _parse_listing(response.body, skill.name, expected)
+
+    async def read_file(self, skill: Skill, file: RemoteFile) -> bytes:
+        """The bytes of ``file`` of ``skill``, if their size and SHA-256 are the listed ones."""
+        if not isinstance(file, RemoteFile):
+            raise TypeError("file must be a RemoteFile of a listing")
+        _file_path(file.path, skill.name)
+        segments = [urllib.parse.quote(segment, safe="") for segment in file.path.split("/")]
+        path = "skills/" + urllib.parse.quote(skill.name, safe="") + "/files/" + "/".join(segments)
+        try:
+            response = await self._request(path, {"If-Match": f'"{file.digest}"'}, file.size)
+        except _TooLarge as error:
+            raise SkillcatCorruptFile(f"file {file.path!r} of skill {skill.name!r} is longer than listed") from error
+        if response.status in (404, 409, 412):
+            raise ValueError(f"Skill {skill.name!r} changed; refresh discovery and retry")
+        if response.status != 200:
+            raise _error(response)
+        data = response.body
+        if len(data) != file.size:
+            raise SkillcatCorruptFile(
+                f"file {file.path!r} of skill {skill.name!r} is {len(data)} bytes, not the {file.size} listed"
+            )
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if digest != file.digest:
+            raise SkillcatCorruptFile(f"file {file.path!r} of skill {skill.name!r} hashes to {digest}, not {file.digest}")
+        return data
+
+    async def download(self, skill: Skill, target_dir: str | os.PathLike[str], replace: bool = False) -> Downloaded:
+        """Downloads the folder of ``skill`` (a current descriptor) as ``target_dir``, all or nothing."""
+        target = os.fspath(target_dir)
+        # Refused before anything is fetched; checked again when the folder is put in place.
+        await asyncio.to_thread(_check_target, target, replace)
+        listing = await self.list_files(skill)
+        if not any(file.path == "SKILL.md" for file in listing.files):
+            raise SkillcatError(f"skillcat sent a file listing of {skill.name!r} without SKILL.md")
+        contents = [(file, await self.read_file(skill, file)) for file in listing.files]
+        replaced, leftover = await asyncio.to_thread(_install, target, contents, replace)
+        return Downloaded(target, listing.name, listing.etag, len(listing.files), listing.size, replaced, leftover)
+
+    def _current_etag(self, skill: Skill) -> str:
+        catalog = self._catalog
+        entry = catalog.entries.get(getattr(skill, "name", None)) if catalog is not None else None
+        if entry is None or entry[0] != skill:
+            name = getattr(skill, "name", skill)
+            raise ValueError(f"Skill {name!r} is not in this remote catalog; refresh discovery")
+        return entry[1]
 
     def close(self) -> None:
         """Close the idle keep-alive connection, if any (a later call opens a new one)."""
@@ -352,7 +522,7 @@ class RemoteSkillDiscoverer:
             while chunk := response.read(64 * 1024):
                 size += len(chunk)
                 if size > limit:
-                    raise SkillcatError(f"skillcat's answer for {target} exceeds {limit} bytes")
+                    raise _TooLarge(f"skillcat's answer for {target} exceeds {limit} bytes")
                 chunks.append(chunk)
             if response.length:
                 raise http.client.IncompleteRead(b"".join(chunks), response.length)
@@ -389,7 +559,7 @@ def _decode(body: bytes, encoding: str, limit: int, target: str) -> bytes:
     except zlib.error as error:
         raise SkillcatError(f"skillcat answered {target} with corrupt gzip data") from error
     if len(plain) > limit or inflater.unconsumed_tail:
-        raise SkillcatError(f"skillcat's answer for {target} exceeds {limit} bytes")
+        raise _TooLarge(f"skillcat's answer for {target} exceeds {limit} bytes")
     if not inflater.eof:
         raise SkillcatError(f"skillcat answered {target} with truncated gzip data")
     return plain
@@ -469,3 +639,304 @@ def _parse_catalog(response: _Response) -> _Catalog:
     if etag is None and isinstance(data.get("etag"), str):
         etag = data["etag"]
     return _Catalog(etag, tuple(skill for skill, _ in entries.values()), entries, diagnostics, error)
+
+
+def _unsafe(name: str, what: str) -> SkillcatError:
+    return SkillcatError(f"skillcat sent a file listing of {name!r} that {what}")
+
+
+def _file_path(value: object, name: str) -> str:
+    """``value`` if it is a clean relative path, as skillcat-core's ``SkillFilePath``: not empty,
+    at most 4096 UTF-8 bytes, no leading ``/``, and no segment that is empty, ``.``, ``..``, hidden
+    (``.`` first), or holds a backslash or NUL. Such a path names nothing outside the folder."""
+    if not isinstance(value, str) or not value:
+        raise _unsafe(name, f"names an unsafe path {value!r}: not a nonempty string")
+    try:
+        length = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _unsafe(name, f"names an unsafe path {value!r}: not valid Unicode") from None
+    if length > _MAX_FILE_PATH_BYTES:
+        raise _unsafe(name, f"names an unsafe path {value[:80]!r}...: longer than {_MAX_FILE_PATH_BYTES} bytes")
+    if value.startswith("/"):
+        raise _unsafe(name, f"names an unsafe path {value!r}: absolute")
+    for segment in value.split("/"):
+        if segment in ("", ".", "..") or segment.startswith(".") or "\\" in segment or "\0" in segment:
+            raise _unsafe(name, f"names an unsafe path {value!r}: segment {segment!r}")
+    return value
+
+
+def _parse_listing(body: bytes, name: str, etag: str) -> FileListing:
+    """A ``GET /skills/{name}/files`` body for version ``etag`` of ``name``, checked whole."""
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except ValueError as error:
+        raise _unsafe(name, "is not UTF-8 JSON") from error
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise _unsafe(name, "has no files list")
+    if data.get("name") != name:
+        raise _unsafe(name, f"names another skill, {data.get('name')!r}")
+    if data.get("etag") != etag:
+        raise _unsafe(name, f"is of another version ({data.get('etag')!r}, not {etag!r})")
+    if len(data["files"]) > _MAX_SKILL_FILES:
+        raise _unsafe(name, f"has {len(data['files'])} files, more than {_MAX_SKILL_FILES}")
+    files: dict[str, RemoteFile] = {}
+    total = 0
+    for item in data["files"]:
+        if not isinstance(item, dict):
+            raise _unsafe(name, "has an entry that is not an object")
+        path = _file_path(item.get("path"), name)
+        if path.count("/") > _MAX_SKILL_DEPTH:
+            raise _unsafe(name, f"names a path more than {_MAX_SKILL_DEPTH} folders deep, {path!r}")
+        size, digest = item.get("size"), item.get("digest")
+        media_type, executable = item.get("media_type"), item.get("executable")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise _unsafe(name, f"has a bad size for {path!r}")
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise _unsafe(name, f"has a bad digest for {path!r}")
+        if not isinstance(media_type, str) or not isinstance(executable, bool):
+            raise _unsafe(name, f"has a bad media type or executable flag for {path!r}")
+        if path in files:
+            raise _unsafe(name, f"names a path twice, {path!r}")
+        total += size
+        if total > _MAX_SKILL_BYTES:
+            raise _unsafe(name, f"adds up to more than {_MAX_SKILL_BYTES} bytes")
+        files[path] = RemoteFile(path, size, digest, media_type, executable)
+    for path in files:
+        parts = path.split("/")
+        for end in range(1, len(parts)):
+            folder = "/".join(parts[:end])
+            if folder in files:
+                raise _unsafe(name, f"names {folder!r} both as a file and as a folder")
+    skipped = tuple(
+        SkippedFile(item["path"], item["reason"])
+        for item in data.get("skipped") or ()
+        if isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("reason"), str)
+    )
+    ordered = tuple(files[path] for path in sorted(files))
+    return FileListing(name, etag, ordered, skipped)
+
+
+# Writing a download. Everything is opened relative to an open folder, without following
+# symlinks, and files are created with O_EXCL: nothing is re-resolved from a path string and
+# nothing that exists is written through. The staging folder is private (0700) while it is
+# filled, so no other user can put anything in it.
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_renameat2_function: object = None
+
+
+def _renameat2(parent: int, old: str, new: str, flags: int) -> bool:
+    """Linux's renameat2 within the folder ``parent``, through ctypes: True once done, False where
+    the system or the filesystem does not have it (the caller then falls back on plain renames)."""
+    global _renameat2_function
+    if _renameat2_function is None:
+        _renameat2_function = False
+        try:
+            import ctypes
+
+            function = ctypes.CDLL(None, use_errno=True).renameat2
+            function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            function.restype = ctypes.c_int
+            _renameat2_function = (function, ctypes.get_errno)
+        except (ImportError, AttributeError, OSError):
+            pass
+    if not _renameat2_function:
+        return False
+    function, get_errno = _renameat2_function
+    if function(parent, os.fsencode(old), parent, os.fsencode(new), flags) == 0:
+        return True
+    code = get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), new)
+
+
+def _split_target(target: str) -> tuple[str, str]:
+    parent, name = os.path.split(target.rstrip("/") or target)
+    if name in ("", ".", ".."):
+        raise ValueError(f"target_dir must end in a folder name, not {target!r}")
+    return parent or ".", name
+
+
+def _existing(parent: int, name: str) -> bool | None:
+    """None if nothing is at ``name``, else whether it is a folder (a symlink is not followed)."""
+    try:
+        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+    return stat.S_ISDIR(mode)
+
+
+def _refuse(target: str, parent: int, name: str, replace: bool) -> None:
+    existing = _existing(parent, name)
+    if existing is None or (existing and replace):
+        return
+    if existing:
+        raise FileExistsError(errno.EEXIST, "the folder exists; pass replace=True to replace it", target)
+    raise FileExistsError(errno.EEXIST, "it exists and is not a folder; a download never replaces it", target)
+
+
+def _check_target(target: str, replace: bool) -> None:
+    parent_path, name = _split_target(target)
+    parent = os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _refuse(target, parent, name, replace)
+    finally:
+        os.close(parent)
+
+
+def _hidden_name(name: str, kind: str) -> str:
+    # Hidden, beside the target, saying what it is to whoever finds one after a crash; the
+    # target's part is cut so that the whole stays within a name's 255 bytes.
+    stem = os.fsencode(name)[:200]
+    return os.fsdecode(b"." + stem + f".skillcat-{kind}-{os.urandom(8).hex()}".encode())
+
+
+def _remove(parent: int, name: str) -> None:
+    """Removes ``name`` and all beneath it without following symlinks (a symlink is removed, never
+    what it points to)."""
+    if _existing(parent, name):
+        shutil.rmtree(name, dir_fd=parent)
+    else:
+        os.unlink(name, dir_fd=parent)
+
+
+def _remove_or_keep(parent: int, parent_path: str, name: str) -> str | None:
+    """Removes a replaced folder; where that fails, says where it was left."""
+    try:
+        _remove(parent, name)
+    except OSError:
+        return os.path.join(parent_path, name)
+    return None
+
+
+def _write_file(root: int, path: str, data: bytes, executable: bool) -> None:
+    *folders, name = path.split("/")
+    fd = root
+    try:
+        for segment in folders:
+            try:
+                os.mkdir(segment, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass
+            # A name there that is not a folder fails here rather than being written through.
+            child = os.open(segment, _FOLDER, dir_fd=fd)
+            if fd != root:
+                os.close(fd)
+            fd = child
+        out = os.open(name, _NEW_FILE, 0o600, dir_fd=fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view) :]
+            os.fchmod(out, 0o755 if executable else 0o644)
+            os.fsync(out)
+        finally:
+            os.close(out)
+    finally:
+        if fd != root:
+            os.close(fd)
+
+
+def _seal(fd: int) -> None:
+    os.fchmod(fd, 0o755)
+    os.fsync(fd)
+
+
+def _seal_folders(root: int, paths: Sequence[str]) -> None:
+    folders = {"/".join(parts[:end]) for parts in (p.split("/") for p in paths) for end in range(1, len(parts))}
+    for folder in sorted(folders):
+        fd = root
+        try:
+            for segment in folder.split("/"):
+                child = os.open(segment, _FOLDER, dir_fd=fd)
+                if fd != root:
+                    os.close(fd)
+                fd = child
+            _seal(fd)
+        finally:
+            if fd != root:
+                os.close(fd)
+    _seal(root)
+
+
+def _install(target: str, contents: Sequence[tuple[RemoteFile, bytes]], replace: bool) -> tuple[bool, str | None]:
+    """Writes ``contents`` as the folder ``target``: (whether a folder was replaced, where the
+    replaced one was left if it could not be removed)."""
+    parent_path, name = _split_target(target)
+    for file, _ in contents:
+        # The listing was checked; this keeps the writing safe on its own (a '..' segment is a
+        # real folder to openat, O_NOFOLLOW or not).
+        _file_path(file.path, name)
+    parent = os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        _refuse(target, parent, name, replace)
+        for _ in range(16):
+            staging = _hidden_name(name, "tmp")
+            try:
+                os.mkdir(staging, 0o700, dir_fd=parent)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise FileExistsError(errno.EEXIST, "no free name for a staging folder", target)
+        placed = False
+        try:
+            root = os.open(staging, _FOLDER, dir_fd=parent)
+            try:
+                for file, data in contents:
+                    _write_file(root, file.path, data, file.executable)
+                _seal_folders(root, [file.path for file, _ in contents])
+            finally:
+                os.close(root)
+            result = _swap_in(target, parent, parent_path, staging, name, replace)
+            placed = True
+        finally:
+            if not placed:
+                # Best effort: the error that got here is the one to report.
+                with contextlib.suppress(OSError):
+                    _remove(parent, staging)
+        try:
+            # The renames are durable once the parent is synced; the target has changed already,
+            # so a failure here is no reason to report the download as failed.
+            os.fsync(parent)
+        except OSError:
+            pass
+        return result
+    finally:
+        os.close(parent)
+
+
+def _swap_in(target: str, parent: int, parent_path: str, staging: str, name: str, replace: bool) -> tuple[bool, str | None]:
+    if replace:
+        try:
+            exchanged = _renameat2(parent, staging, name, _RENAME_EXCHANGE)
+        except FileNotFoundError:
+            exchanged = None  # the target went away meanwhile: put in place as if it never was
+        if exchanged:
+            # The old folder now has the staging folder's name.
+            return True, _remove_or_keep(parent, parent_path, staging)
+        if exchanged is False and _existing(parent, name) is not None:
+            # No atomic exchange here: the old folder is moved aside, the new one onto its name
+            # (the old one goes back if that fails). Between the two the name is briefly free.
+            aside = _hidden_name(name, "old")
+            os.rename(name, aside, src_dir_fd=parent, dst_dir_fd=parent)
+            try:
+                os.rename(staging, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                os.rename(aside, name, src_dir_fd=parent, dst_dir_fd=parent)
+                raise
+            return True, _remove_or_keep(parent, parent_path, aside)
+    try:
+        if _renameat2(parent, staging, name, _RENAME_NOREPLACE):
+            return False, None
+    except FileExistsError:
+        raise FileExistsError(errno.EEXIST, "it appeared while the skill was downloaded", target) from None
+    # Without RENAME_NOREPLACE a rename would replace an empty folder made since the check; this
+    # narrows the window to the two calls.
+    if _existing(parent, name) is not None:
+        raise FileExistsError(errno.EEXIST, "it appeared while the skill was downloaded", target)
+    os.rename(staging, name, src_dir_fd=parent, dst_dir_fd=parent)
+    return False, None

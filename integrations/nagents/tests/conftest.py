@@ -2,6 +2,7 @@
 `skillcat serve` processes over temporary trees, each on a port the server picks itself."""
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -9,7 +10,10 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -150,3 +154,101 @@ def serve(skillcat_bin):
     yield start
     for server in servers:
         server.stop()
+
+
+def write(path, content):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        with open(path, "w", encoding="utf-8", newline="") as stream:
+            stream.write(content)
+
+
+def skill_md(name, description, body="Body.\n"):
+    return f"---\nname: {name}\ndescription: {description}\n---\n{body}"
+
+
+class FakeSkillcat:
+    """A scripted stand-in that records every request (path and headers)."""
+
+    def __init__(self):
+        self.requests = []
+        self.answers = {}
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                fake.requests.append((self.path, dict(self.headers.items())))
+                status, headers, body = fake.answer(self.path, self.headers)
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def answer(self, path, headers):
+        if path in self.answers:
+            return self.answers[path]
+        if path.endswith("/skills"):
+            if headers.get("If-None-Match") == '"v1"':
+                return 304, {"ETag": '"v1"'}, b""
+            catalog = {
+                "etag": '"v1"',
+                "skills": [{"name": "fake", "description": "A fake", "location": "/f", "source": "s", "etag": '"e1"'}],
+                "shadowed": [],
+                "diagnostics": [],
+            }
+            return 200, {"ETag": '"v1"', "Content-Type": "application/json"}, json.dumps(catalog).encode()
+        if path.endswith("/skills/fake/content"):
+            if headers.get("If-Match") != '"e1"':
+                return 412, {"Content-Type": "application/problem+json"}, b"{}"
+            return 200, {"ETag": '"e1"', "Content-Type": "text/markdown; charset=utf-8"}, "Fake ✓\n".encode()
+        return 404, {}, b""
+
+    def serve_files(self, listed, sent=None):
+        """Lists the files ``listed`` ({path: (bytes, executable)}) for the skill ``fake`` at its
+        version '"e1"' and serves each one's bytes, or those in ``sent`` ({path: bytes}) instead."""
+        entries = [
+            {
+                "path": path,
+                "size": len(data),
+                "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+                "media_type": "application/octet-stream",
+                "executable": executable,
+            }
+            for path, (data, executable) in listed.items()
+        ]
+        listing = {"name": "fake", "etag": '"e1"', "files": entries, "skipped": []}
+        self.answers["/skills/fake/files"] = (200, {"ETag": '"e1"', "Content-Type": "application/json"}, json.dumps(listing).encode())
+        served = {path: data for path, (data, _) in listed.items()}
+        served.update(sent or {})
+        for path, data in served.items():
+            target = "/skills/fake/files/" + "/".join(urllib.parse.quote(part, safe="") for part in path.split("/"))
+            self.answers[target] = (200, {"Content-Type": "application/octet-stream"}, data)
+
+    def problem(self, path, status, kind, detail, **headers):
+        body = {"type": f"urn:skillcat:problem:{kind}", "title": kind, "status": status, "detail": detail}
+        headers = {"Content-Type": "application/problem+json", **headers}
+        self.answers[path] = (status, headers, json.dumps(body).encode())
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake():
+    server = FakeSkillcat()
+    yield server
+    server.close()

@@ -9,8 +9,6 @@ import os
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -23,6 +21,8 @@ if os.environ.get("SKILLCAT_REQUIRE_NAGENTS") != "1":
     )
 
 from conftest import http_get  # noqa: E402 - after the skip above
+from conftest import skill_md  # noqa: E402
+from conftest import write  # noqa: E402
 from nagents import Agent  # noqa: E402
 from nagents.skills import CompositeSkillDiscoverer  # noqa: E402
 from nagents.skills import DirectorySkillDiscoverer  # noqa: E402
@@ -32,19 +32,6 @@ from skillcat_remote import CatalogFailure  # noqa: E402
 from skillcat_remote import RemoteSkillDiscoverer  # noqa: E402
 from skillcat_remote import SkillcatError  # noqa: E402
 from skillcat_remote import SkillcatTimeout  # noqa: E402
-
-
-def write(path, content):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        with open(path, "w", encoding="utf-8", newline="") as stream:
-            stream.write(content)
-
-
-def skill_md(name, description, body="Body.\n"):
-    return f"---\nname: {name}\ndescription: {description}\n---\n{body}"
 
 
 def agent(discoverer, **options):
@@ -360,70 +347,6 @@ def test_trickling_server_is_cut_at_the_deadline():
         stop.set()
         thread.join(5)
         listener.close()
-
-
-class FakeSkillcat:
-    """A scripted stand-in that records every request (path and headers)."""
-
-    def __init__(self):
-        self.requests = []
-        self.answers = {}
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                fake.requests.append((self.path, dict(self.headers.items())))
-                status, headers, body = fake.answer(self.path, self.headers)
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def answer(self, path, headers):
-        if path in self.answers:
-            return self.answers[path]
-        if path.endswith("/skills"):
-            if headers.get("If-None-Match") == '"v1"':
-                return 304, {"ETag": '"v1"'}, b""
-            catalog = {
-                "etag": '"v1"',
-                "skills": [{"name": "fake", "description": "A fake", "location": "/f", "source": "s", "etag": '"e1"'}],
-                "shadowed": [],
-                "diagnostics": [],
-            }
-            return 200, {"ETag": '"v1"', "Content-Type": "application/json"}, json.dumps(catalog).encode()
-        if path.endswith("/skills/fake/content"):
-            if headers.get("If-Match") != '"e1"':
-                return 412, {"Content-Type": "application/problem+json"}, b"{}"
-            return 200, {"ETag": '"e1"', "Content-Type": "text/markdown; charset=utf-8"}, "Fake ✓\n".encode()
-        return 404, {}, b""
-
-    def problem(self, path, status, kind, detail, **headers):
-        body = {"type": f"urn:skillcat:problem:{kind}", "title": kind, "status": status, "detail": detail}
-        headers = {"Content-Type": "application/problem+json", **headers}
-        self.answers[path] = (status, headers, json.dumps(body).encode())
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def fake():
-    server = FakeSkillcat()
-    yield server
-    server.close()
 
 
 def test_token_is_sent_and_never_shown(fake):
