@@ -1,7 +1,9 @@
 //! `skillcat-client` against a real server on port 0: the remote discoverer agrees with the local
 //! ones on the same tree, follows changes (at once in watch mode), refuses stale descriptors,
 //! survives a server restart, reports a failed source as an error, sends its token without
-//! showing it, and composes with local sources.
+//! showing it, and composes with local sources. The folder of a skill: listed, read and
+//! downloaded (by the crate and by `skillcat download`) byte for byte, modes included, and
+//! nothing written for a stale descriptor or over an existing folder unless asked.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -12,8 +14,8 @@ use skillcat::config::SourceConfig;
 use skillcat::sources::BuiltinSkills;
 use skillcat_client::{BearerToken, ClientError, RemoteSkillDiscoverer, RetryPolicy};
 use skillcat_core::{
-    BuiltinSkillDiscoverer, CompositeSkillDiscoverer, DirectorySkillDiscoverer, Skill, SkillDiscoverer, SkillError,
-    TokenLimit, budget_skill_content,
+    BuiltinSkillDiscoverer, CompositeSkillDiscoverer, Digest, DirectorySkillDiscoverer, Skill, SkillDiscoverer,
+    SkillError, TokenLimit, budget_skill_content,
 };
 
 use crate::support::server::TestApp;
@@ -550,5 +552,232 @@ async fn a_composite_of_remote_and_local_sources_gives_the_first_source_preceden
     assert!(error.is_stale(), "{error:?}");
     let skills = composite.discover().await.unwrap();
     assert!(composite.load(find(&skills, "alpha")).await.unwrap().contains("Remote alpha body v2"));
+    app.shutdown().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files of a skill: listing, verified reads, downloads
+
+/// A skill folder like the public collections' (scripts, references, assets; an executable, a
+/// binary, an empty file, a name with a space and non-ASCII), with what is never served beside
+/// it: hidden names and a symlink. Modes as git checks them out, whatever the umask.
+fn folder_skill() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let skill = dir.path().join("toolbox");
+    write_skill(&skill, &skill_md("toolbox", "A skill with supporting files", "Run scripts/run.sh."));
+    let guide = "text ✓ ".repeat(3000);
+    let files: [(&str, &[u8], u32); 6] = [
+        ("scripts/run.sh", b"#!/bin/sh\necho hi\n", 0o755),
+        ("scripts/helper.py", b"print('help')\n", 0o644),
+        ("references/guide.md", guide.as_bytes(), 0o644),
+        ("assets/logo.bin", &[0, 1, 2, 255, 254, 0, 10, 13], 0o644),
+        ("assets/empty.txt", b"", 0o644),
+        ("docs/a folder/ü n i.txt", b"unicode and spaces\n", 0o644),
+    ];
+    for (path, bytes, mode) in files {
+        let path = skill.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    for folder in ["", "scripts", "references", "assets", "docs", "docs/a folder"] {
+        std::fs::set_permissions(skill.join(folder), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(skill.join("SKILL.md"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(skill.join(".env"), "SECRET=1\n").unwrap();
+    std::fs::create_dir(skill.join(".git")).unwrap();
+    std::fs::write(skill.join(".git/config"), "[core]\n").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", skill.join("passwd-link")).unwrap();
+    dir
+}
+
+/// What is beneath `root`: relative path => (mode, bytes) for files, (mode, None) for folders,
+/// symlinks not followed (and `u32::MAX` as their mode). Two folders are equal, byte for byte and
+/// modes included, exactly when these are. With `served`, what a server serves: no hidden names,
+/// no symlinks.
+fn snapshot(root: &std::path::Path, served: bool) -> std::collections::BTreeMap<String, (u32, Option<Vec<u8>>)> {
+    use std::os::unix::fs::MetadataExt as _;
+    fn walk(
+        folder: &std::path::Path,
+        prefix: &str,
+        served: bool,
+        out: &mut std::collections::BTreeMap<String, (u32, Option<Vec<u8>>)>,
+    ) {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            let (path, relative) = (entry.path(), format!("{prefix}{name}"));
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if served && (name.starts_with('.') || meta.is_symlink()) {
+                continue;
+            }
+            let mode = meta.mode() & 0o7777;
+            if meta.is_symlink() {
+                out.insert(relative, (u32::MAX, Some(std::fs::read_link(&path).unwrap().into_os_string().into_vec())));
+            } else if meta.is_dir() {
+                out.insert(relative.clone(), (mode, None));
+                walk(&path, &format!("{relative}/"), served, out);
+            } else {
+                out.insert(relative, (mode, Some(std::fs::read(&path).unwrap())));
+            }
+        }
+    }
+    use std::os::unix::ffi::OsStringExt as _;
+    let mut out = std::collections::BTreeMap::new();
+    walk(root, "", served, &mut out);
+    out
+}
+
+#[tokio::test]
+async fn a_download_equals_the_source_folder_byte_for_byte_modes_included() {
+    let dir = folder_skill();
+    let source = dir.path().join("toolbox");
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = conditional(&app);
+    let skills = remote.discover().await.unwrap();
+    let toolbox = find(&skills, "toolbox");
+
+    let listing = remote.files(toolbox).await.unwrap();
+    let served = snapshot(&source, true);
+    let local: Vec<(&String, &Vec<u8>)> =
+        served.iter().filter_map(|(path, (_, bytes))| bytes.as_ref().map(|bytes| (path, bytes))).collect();
+    let listed: Vec<&str> = listing.files().iter().map(|file| file.path.as_str()).collect();
+    assert_eq!(listed, local.iter().map(|(path, _)| path.as_str()).collect::<Vec<_>>());
+    for (file, (_, bytes)) in listing.files().iter().zip(&local) {
+        assert_eq!((file.size, file.digest), (bytes.len() as u64, Digest::of(bytes)), "{}", file.path);
+        assert_eq!(file.executable, file.path.as_str() == "scripts/run.sh");
+        assert_eq!(&remote.read_file(toolbox, file).await.unwrap(), *bytes, "{}", file.path);
+    }
+    let skipped: Vec<&str> = listing.skipped().iter().map(|entry| entry.path.as_str()).collect();
+    assert_eq!(skipped, ["passwd-link"]);
+    assert_eq!(listing.etag(), remote.catalog().await.unwrap().get("toolbox").unwrap().etag);
+
+    let into = tempfile::tempdir().unwrap();
+    let target = into.path().join("toolbox");
+    let done = remote.download(toolbox, &target, false).await.unwrap();
+    assert_eq!((done.files, done.bytes, done.replaced), (7, listing.total_size(), false));
+    assert_eq!(snapshot(&target, false), served);
+    assert_eq!(snapshot(into.path(), false).keys().filter(|path| !path.contains('/')).count(), 1, "nothing beside it");
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stale_descriptor_lists_reads_and_downloads_nothing() {
+    let dir = folder_skill();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = conditional(&app);
+    let old = remote.discover().await.unwrap();
+    let listing = remote.files(find(&old, "toolbox")).await.unwrap();
+    let before = app.catalog_etag().await;
+    // A supporting file changes: the skill's tag moves on although SKILL.md did not change.
+    std::fs::write(dir.path().join("toolbox/references/guide.md"), "# Changed\n").unwrap();
+    app.wait_for_catalog(|body| body["etag"] != before.as_str()).await;
+
+    let into = tempfile::tempdir().unwrap();
+    let target = into.path().join("toolbox");
+    let stale = find(&old, "toolbox");
+    let error = remote.files(stale).await.unwrap_err();
+    assert!(matches!(&error, ClientError::Stale { problem, .. } if problem.status == 412), "{error:?}");
+    let error = remote.download(stale, &target, false).await.unwrap_err();
+    assert!(error.is_stale() && error.to_string().contains("refresh discovery and retry"), "{error}");
+    let guide = listing.files().iter().find(|file| file.path.as_str() == "references/guide.md").unwrap();
+    let error = remote.read_file(stale, guide).await.unwrap_err();
+    assert!(matches!(&error, ClientError::Stale { problem, .. } if problem.status == 412), "{error:?}");
+    assert!(snapshot(into.path(), false).is_empty(), "nothing written");
+
+    let fresh = remote.discover().await.unwrap();
+    remote.download(find(&fresh, "toolbox"), &target, false).await.unwrap();
+    assert_eq!(std::fs::read(target.join("references/guide.md")).unwrap(), b"# Changed\n");
+    app.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_existing_target_is_refused_unless_replace_and_then_swapped_in() {
+    let dir = folder_skill();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = conditional(&app);
+    let skills = remote.discover().await.unwrap();
+    let toolbox = find(&skills, "toolbox");
+    let into = tempfile::tempdir().unwrap();
+    let target = into.path().join("toolbox");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::write(target.join("mine.txt"), "my own notes").unwrap();
+    let before = snapshot(into.path(), false);
+
+    let error = remote.download(toolbox, &target, false).await.unwrap_err();
+    assert!(matches!(error, ClientError::TargetExists { folder: true, .. }), "{error:?}");
+    assert_eq!(snapshot(into.path(), false), before);
+    let done = remote.download(toolbox, &target, true).await.unwrap();
+    assert!(done.replaced && done.leftover.is_none(), "{done:?}");
+    assert_eq!(snapshot(&target, false), snapshot(&dir.path().join("toolbox"), true));
+    assert_eq!(std::fs::read_dir(into.path()).unwrap().count(), 1, "the old folder is gone");
+    app.shutdown().await.unwrap();
+}
+
+/// Runs `skillcat` with `args` in `cwd`, off the runtime that serves the test's server.
+async fn skillcat(args: Vec<String>, cwd: &std::path::Path) -> std::process::Output {
+    let cwd = cwd.to_owned();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_skillcat"))
+            .args(&args)
+            .current_dir(cwd)
+            .env_remove("SKILLCAT_URL")
+            .output()
+            .expect("run skillcat")
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_download_command_writes_the_folder_into_agents_skills_and_replaces_only_when_asked() {
+    let dir = folder_skill();
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), "agent-token\n").unwrap();
+    let token_path = tokens.path().to_owned();
+    let app = TestApp::spawn_dir_with(dir.path(), |options| options.token_file = Some(token_path)).await;
+    let project = tempfile::tempdir().unwrap();
+    let token_file = project.path().join("token");
+    std::fs::write(&token_file, "# for skillcat\nagent-token\n").unwrap();
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut args =
+            vec!["download", "toolbox", "--from", &app.url("")].into_iter().map(String::from).collect::<Vec<_>>();
+        args.extend(extra.iter().map(|arg| arg.to_string()));
+        args
+    };
+    let token = ["--token-file", token_file.to_str().unwrap()];
+
+    let output = skillcat(args(&token), project.path()).await;
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{stderr}");
+    let target = project.path().join(".agents/skills/toolbox");
+    assert!(stdout.starts_with("downloaded skill 'toolbox' (version \""), "{stdout}");
+    assert!(stdout.contains("7 files") && stdout.trim_end().ends_with(".agents/skills/toolbox"), "{stdout}");
+    assert_eq!(snapshot(&target, false), snapshot(&dir.path().join("toolbox"), true));
+
+    // Again: refused, the folder untouched; with --replace: swapped in.
+    std::fs::write(target.join("SKILL.md"), "edited locally").unwrap();
+    let output = skillcat(args(&token), project.path()).await;
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("already exists") && stderr.contains("--replace"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(target.join("SKILL.md")).unwrap(), "edited locally");
+    let output =
+        skillcat(args(&[&token[..], &["--replace", "--into", ".agents/skills"]].concat()), project.path()).await;
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("replacing the folder that was there"));
+    assert_eq!(snapshot(&target, false), snapshot(&dir.path().join("toolbox"), true));
+
+    // Without the token: the server's 401, nothing written; an unknown skill: said so.
+    let elsewhere = project.path().join("elsewhere");
+    let output = skillcat(args(&["--into", elsewhere.to_str().unwrap()]), project.path()).await;
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("401"), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(std::fs::read_dir(&elsewhere).map_or(true, |mut entries| entries.next().is_none()));
+    let mut unknown = args(&token);
+    unknown[1] = "nope".into();
+    let output = skillcat(unknown, project.path()).await;
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no skill named 'nope'"));
     app.shutdown().await.unwrap();
 }
