@@ -46,6 +46,13 @@ pub enum ApiError {
     InvalidName,
     #[error("no skill named '{0}' in the catalog")]
     SkillNotFound(String),
+    #[error("{0}")]
+    FileNotFound(String),
+    #[error("the range is outside the file of {0} bytes")]
+    RangeNotSatisfiable(u64),
+    /// The skill is over a bound on its files: its message names the bound.
+    #[error("{0}")]
+    FilesUnavailable(String),
     #[error("no such route")]
     RouteNotFound,
     #[error("this route does not answer that method")]
@@ -103,6 +110,13 @@ impl ApiError {
         match self {
             InvalidName => (StatusCode::BAD_REQUEST, "invalid-name", "Invalid skill name"),
             SkillNotFound(_) => (StatusCode::NOT_FOUND, "skill-not-found", "Unknown skill"),
+            FileNotFound(_) => (StatusCode::NOT_FOUND, "file-not-found", "Unknown file"),
+            RangeNotSatisfiable(_) => {
+                (StatusCode::RANGE_NOT_SATISFIABLE, "range-not-satisfiable", "Range not satisfiable")
+            }
+            FilesUnavailable(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "files-unavailable", "The skill's files are not served")
+            }
             RouteNotFound => (StatusCode::NOT_FOUND, "not-found", "Not found"),
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed"),
             Changed(_) => (StatusCode::CONFLICT, "skill-changed", "Skill changed"),
@@ -154,6 +168,8 @@ impl From<CatalogError> for ApiError {
             CatalogError::NotReady => ApiError::NotReady,
             CatalogError::Unavailable(message) => ApiError::CatalogUnavailable(message),
             CatalogError::UnknownSkill(name) => ApiError::SkillNotFound(name.to_string()),
+            CatalogError::UnknownFile { .. } => ApiError::FileNotFound(error.to_string()),
+            CatalogError::FilesUnavailable { .. } => ApiError::FilesUnavailable(error.to_string()),
             CatalogError::Changed(name) => ApiError::Changed(name.to_string()),
             CatalogError::Read { .. } => {
                 tracing::error!(%error, "a source failed to read a skill");
@@ -194,6 +210,10 @@ impl IntoResponse for ApiError {
             // may still be on its way, and the server stopped reading it.
             ApiError::Timeout | ApiError::BodyTimeout | ApiError::PayloadTooLarge => {
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            ApiError::RangeNotSatisfiable(length) => {
+                let range = HeaderValue::from_str(&format!("bytes */{length}")).expect("a length is visible ASCII");
+                headers.insert(header::CONTENT_RANGE, range);
             }
             _ => {}
         }

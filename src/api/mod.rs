@@ -3,6 +3,7 @@
 mod auth;
 mod error;
 mod events;
+mod files;
 mod http;
 mod manifest;
 mod ops;
@@ -60,6 +61,7 @@ impl Default for Limits {
     info(title = "skillcat", description = "A skill catalog for LLM agents: catalog snapshots with ETags, a bounded prompt manifest, token-budgeted loads and change events. Errors are RFC 9457 problem details."),
     tags(
         (name = "skills", description = "The catalog and its skills"),
+        (name = "files", description = "The files of a skill's folder, and its archive"),
         (name = "catalog", description = "The manifest and change events"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
@@ -70,7 +72,10 @@ struct ApiDoc;
 /// The routes answered within the limits, and those that are not: event streams (long-lived by
 /// design) and the operations routes (a probe must not fail because the server is busy).
 fn routers() -> (OpenApiRouter<Arc<App>>, OpenApiRouter<Arc<App>>) {
-    let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(skills::router()).merge(manifest::router());
+    let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(skills::router())
+        .merge(files::router())
+        .merge(manifest::router());
     (bounded, events::router().merge(ops::router()))
 }
 
@@ -79,6 +84,10 @@ pub fn openapi_document() -> String {
     let (bounded, unbounded) = routers();
     let mut document = bounded.into_openapi();
     document.merge(unbounded.into_openapi());
+    // axum's catch-all segment (`{*path}`, which may hold slashes) is a plain parameter in
+    // OpenAPI, where a path parameter's value may hold anything percent-encoded.
+    let paths = std::mem::take(&mut document.paths.paths);
+    document.paths.paths = paths.into_iter().map(|(path, item)| (path.replace("{*", "{"), item)).collect();
     // A load's body is optional (an empty body takes the default), which the path macro cannot
     // say without also allowing a JSON `null` body.
     let load = document.paths.paths.get_mut("/skills/{name}/load").and_then(|item| item.post.as_mut());

@@ -12,6 +12,11 @@ pub enum CatalogError {
     Unavailable(String),
     #[error("no skill named '{0}' in the catalog")]
     UnknownSkill(SkillName),
+    #[error("skill '{name}' has no file '{path}'")]
+    UnknownFile { name: SkillName, path: String },
+    /// The skill is over a bound on its files (or its source lists none): no listing is served.
+    #[error("the files of skill '{name}' are not served: {reason}")]
+    FilesUnavailable { name: SkillName, reason: String },
     /// The skill's file changed or vanished since the snapshot was taken; a rescan is under way.
     #[error("Skill '{0}' changed; refresh discovery and retry")]
     Changed(SkillName),

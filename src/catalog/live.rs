@@ -10,12 +10,14 @@ use std::time::{Duration, Instant, SystemTime};
 use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use skillcat_core::{CompositeDiscovery, ContentVersion, SkillDiscoverer, SourceError};
+use skillcat_core::{
+    CompositeDiscovery, ContentVersion, Digest, Skill, SkillDiscoverer, SkillError, SkillFile, SourceError,
+};
 use tokio::sync::{Notify, watch};
 
 use super::CatalogError;
 use super::contents::{Content, ContentCache};
-use super::snapshot::{Catalog, CatalogFailure, CatalogSkill, CatalogState, Snapshot};
+use super::snapshot::{Catalog, CatalogFailure, CatalogSkill, CatalogState, PreparedBody, Snapshot};
 use crate::observability::Metrics;
 use crate::shutdown::stopped;
 use crate::sources::Sources;
@@ -119,6 +121,66 @@ impl LiveCatalog {
             return Err(CatalogError::Changed(name.clone()));
         }
         Ok(self.inner.contents.insert(&skill.entry.etag, Content::new(skill.skill.clone(), text), stamp))
+    }
+
+    /// The bytes of `file`, a listed file of `skill` (a skill of a published snapshot), refused
+    /// unless they are exactly what the listing says (then the snapshot is stale, and a rescan is
+    /// requested).
+    pub async fn file(&self, skill: &CatalogSkill, file: &SkillFile) -> Result<Vec<u8>, CatalogError> {
+        let reader = self.inner.sources.reader(skill.source);
+        let read = reader.read(&skill.skill, &file.path, file.size).await;
+        self.verified(&skill.skill, file, read)
+    }
+
+    /// The zip of `skill`'s files, made once per skill version from files each checked against
+    /// the listing.
+    pub async fn archive(&self, skill: &CatalogSkill) -> Result<Arc<PreparedBody>, CatalogError> {
+        let (files, listed) = skill.files()?;
+        files
+            .archive
+            .get_or_try_init(|| async {
+                let (catalog, reader, descriptor, listed) = (
+                    self.clone(),
+                    self.inner.sources.reader(skill.source).clone(),
+                    skill.skill.clone(),
+                    listed.to_vec(),
+                );
+                let name = skill.skill.name().clone();
+                let built = tokio::task::spawn_blocking(move || {
+                    super::files::archive(&listed, |file| {
+                        let read = reader.read_blocking(&descriptor, &file.path, file.size);
+                        catalog.verified(&descriptor, file, read)
+                    })
+                })
+                .await;
+                match built {
+                    Ok(archive) => archive.map(Arc::new),
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    // The runtime is shutting down.
+                    Err(_) => Err(CatalogError::Changed(name)),
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    /// `read` if it gave exactly the listed bytes of `file`; otherwise the snapshot is stale.
+    fn verified(
+        &self,
+        skill: &Skill,
+        file: &SkillFile,
+        read: Result<Vec<u8>, SkillError>,
+    ) -> Result<Vec<u8>, CatalogError> {
+        let changed = || {
+            self.request_rescan();
+            CatalogError::Changed(skill.name().clone())
+        };
+        match read {
+            Ok(bytes) if Digest::of(&bytes) == file.digest => Ok(bytes),
+            Ok(_) => Err(changed()),
+            Err(error) if error.is_stale() => Err(changed()),
+            Err(source) => Err(CatalogError::Read { name: skill.name().clone(), source }),
+        }
     }
 
     /// The count of file events so far, when every root is watched (`None` otherwise: then no

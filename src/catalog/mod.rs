@@ -3,11 +3,13 @@
 
 mod contents;
 mod error;
+mod files;
 mod live;
 mod snapshot;
 
 pub use contents::Content;
 pub use error::CatalogError;
+pub use files::{FileEntry, FilesBody, SkillFiles, SkippedFile, media_type};
 pub use live::{LiveCatalog, LiveOptions};
 pub use snapshot::{
     Catalog, CatalogBody, CatalogFailure, CatalogSkill, CatalogState, DiagnosticEntry, ETag, PreparedBody,

@@ -8,9 +8,12 @@ use axum::body::Bytes;
 use axum::http::HeaderValue;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use skillcat_core::{CompositeDiscovery, ContentVersion, Skill, SkillName, render_skill_manifest};
+use skillcat_core::{
+    CompositeDiscovery, ContentVersion, FileListing, Skill, SkillFile, SkillFilePath, SkillName, render_skill_manifest,
+};
 
 use super::CatalogError;
+use super::files::SkillFiles;
 
 /// Bodies at least this large are also kept gzip-compressed.
 const COMPRESS_FROM: usize = 1024;
@@ -30,6 +33,12 @@ impl ETag {
         let digest = hasher.finalize();
         let hex: String = digest[..16].iter().map(|byte| format!("{byte:02x}")).collect();
         ETag(format!("\"{hex}\""))
+    }
+
+    /// The strong tag of an opaque value such as a digest (which holds no `"`).
+    pub fn quoted(opaque: &str) -> Self {
+        debug_assert!(!opaque.contains('"'));
+        ETag(format!("\"{opaque}\""))
     }
 
     /// The header value, quotes included.
@@ -64,7 +73,7 @@ pub struct GzipBody {
 }
 
 impl PreparedBody {
-    fn new(bytes: Vec<u8>, etag: ETag) -> Self {
+    pub(super) fn new(bytes: Vec<u8>, etag: ETag) -> Self {
         let etag_header = HeaderValue::from_str(etag.as_str()).expect("tags are visible ASCII");
         let tag = etag.as_str().parse().expect("tags are quoted hex");
         PreparedBody { bytes: Bytes::from(bytes), etag, etag_header, tag, gzip: OnceLock::new() }
@@ -97,7 +106,7 @@ fn gzip(bytes: &[u8]) -> Option<Bytes> {
 
 /// The tag of one version of a skill: its source, descriptor and content version (`None`: the
 /// content could not be read).
-fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>) -> ETag {
+fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>, files: Option<&FileListing>) -> ETag {
     let version = version.map(|version| version.get().to_be_bytes());
     ETag::of(&[
         source.as_bytes(),
@@ -105,6 +114,7 @@ fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>) -> E
         skill.description().as_bytes(),
         skill.location().as_bytes(),
         version.as_ref().map_or(b"unreadable".as_slice(), |bytes| bytes.as_slice()),
+        &super::files::fingerprint(files),
     ])
 }
 
@@ -222,9 +232,30 @@ pub struct CatalogSkill {
     pub(super) source: usize,
     /// The content version the tag covers (`None`: it could not be read).
     pub(super) version: Option<ContentVersion>,
+    /// The files of the skill's folder, which the tag covers too (`None`: the source does not
+    /// list files).
+    pub files: Option<SkillFiles>,
     pub entry: SkillEntry,
     /// `GET /skills/{name}`; its tag is the skill's.
     pub body: PreparedBody,
+}
+
+impl CatalogSkill {
+    /// The files of the skill, or why they are not served.
+    pub fn files(&self) -> Result<(&SkillFiles, &[SkillFile]), CatalogError> {
+        let unavailable = |reason: String| CatalogError::FilesUnavailable { name: self.skill.name().clone(), reason };
+        let files = self.files.as_ref().ok_or_else(|| unavailable("its source lists no files".to_owned()))?;
+        let listed = files.listing.files().map_err(|reason| unavailable(reason.to_string()))?;
+        Ok((files, listed))
+    }
+
+    /// The listed file at `path`.
+    pub fn file(&self, path: &str) -> Result<&SkillFile, CatalogError> {
+        let (files, _) = self.files()?;
+        let unknown = || CatalogError::UnknownFile { name: self.skill.name().clone(), path: path.to_owned() };
+        let path = SkillFilePath::parse(path).map_err(|_| unknown())?;
+        files.listing.get(&path).ok_or_else(unknown)
+    }
 }
 
 /// A successfully discovered catalog.
@@ -264,11 +295,12 @@ impl Catalog {
                     && known.version == *version
                     && known.source == sourced.source
                     && known.skill == *skill
+                    && known.files.as_ref().map(|files| &files.listing) == sourced.files.as_ref()
                 {
                     return Arc::clone(known);
                 }
                 let source = labels.get(sourced.source).map_or("", String::as_str);
-                let etag = skill_etag(source, skill, *version);
+                let etag = skill_etag(source, skill, *version, sourced.files.as_deref());
                 let entry = SkillEntry {
                     name: skill.name().clone(),
                     description: skill.description().to_owned(),
@@ -277,7 +309,14 @@ impl Catalog {
                     etag: etag.clone(),
                 };
                 let body = PreparedBody::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
-                Arc::new(CatalogSkill { skill: skill.clone(), source: sourced.source, version: *version, entry, body })
+                Arc::new(CatalogSkill {
+                    skill: skill.clone(),
+                    source: sourced.source,
+                    version: *version,
+                    files: sourced.files.clone().map(SkillFiles::new),
+                    entry,
+                    body,
+                })
             })
             .collect();
         let shadowed: Vec<ShadowedEntry> = discovery
@@ -414,10 +453,11 @@ mod tests {
             description: skill.description().to_owned(),
             location: skill.location().to_owned(),
             source: "/srv".to_owned(),
-            etag: skill_etag("/srv", &skill, None),
+            etag: skill_etag("/srv", &skill, None, None),
         };
         let body = PreparedBody::new(Vec::new(), entry.etag.clone());
-        let skills = [Arc::new(CatalogSkill { skill, source: 0, version: None, entry: entry.clone(), body })];
+        let skills =
+            [Arc::new(CatalogSkill { skill, source: 0, version: None, files: None, entry: entry.clone(), body })];
         let shadowed = [ShadowedEntry { name: entry.name.clone(), location: "/b".into(), source: "b".into() }];
         let diagnostics = [DiagnosticEntry { source: "/srv".into(), message: "x: \u{2028} bad".into() }];
         let failure =

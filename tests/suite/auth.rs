@@ -102,7 +102,7 @@ fn operations() -> Vec<(Method, String, bool)> {
     let document: Value = serde_json::from_str(&skillcat::api::openapi_document()).expect("the document");
     let mut operations = Vec::new();
     for (template, item) in document["paths"].as_object().expect("paths") {
-        let path = template.replace("{name}", "alpha");
+        let path = template.replace("{name}", "alpha").replace("{path}", "SKILL.md");
         for (method, operation) in item.as_object().expect("path item") {
             let open = operation.get("security").is_some_and(|security| security == &Value::Array(Vec::new()));
             operations.push((method.to_uppercase().parse().expect("method"), path.clone(), open));
@@ -117,7 +117,7 @@ async fn every_route_but_the_probes_requires_a_valid_bearer_token() {
     let (_tokens, path) = token_file("# tokens\nfirst-token\nsecond.token~+/==\n");
     let app = serve(dir.path(), &path).await;
     let operations = operations();
-    assert_eq!(operations.len(), 10, "{operations:?}");
+    assert_eq!(operations.len(), 13, "{operations:?}");
     let open: Vec<&str> = operations.iter().filter(|(_, _, open)| *open).map(|(_, path, _)| path.as_str()).collect();
     assert_eq!(open, ["/healthz", "/readyz"]);
 

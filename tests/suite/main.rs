@@ -9,6 +9,7 @@ mod auth;
 mod cli;
 mod client;
 mod conformance;
+mod files;
 mod hostile;
 mod image;
 mod live;
