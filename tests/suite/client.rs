@@ -781,3 +781,29 @@ async fn the_download_command_writes_the_folder_into_agents_skills_and_replaces_
     assert!(String::from_utf8_lossy(&output.stderr).contains("no skill named 'nope'"));
     app.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_skill_over_the_file_bound_is_files_unavailable_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = dir.path().join("crowded");
+    write_skill(&skill, &skill_md("crowded", "More files than are served", "Body."));
+    // SKILL.md and 512 more: one over the bound.
+    for index in 0..512 {
+        std::fs::write(skill.join(format!("f{index:03}.txt")), "x").unwrap();
+    }
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = conditional(&app);
+    let skills = remote.discover().await.unwrap();
+    let crowded = find(&skills, "crowded");
+    let error = remote.files(crowded).await.unwrap_err();
+    let ClientError::FilesUnavailable { problem, .. } = &error else { panic!("{error:?}") };
+    assert_eq!((problem.status, problem.skillcat_kind()), (422, Some("files-unavailable")));
+    assert!(problem.detail.contains("512"), "{problem}");
+    let into = tempfile::tempdir().unwrap();
+    let error = remote.download(crowded, into.path().join("crowded"), false).await.unwrap_err();
+    assert!(matches!(error, ClientError::FilesUnavailable { .. }), "{error:?}");
+    assert!(snapshot(into.path(), false).is_empty());
+    // Its SKILL.md is still served: the folder view never changes the nagents view.
+    assert!(remote.load(crowded).await.unwrap().ends_with("Body.\n"));
+    app.shutdown().await.unwrap();
+}
