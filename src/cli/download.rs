@@ -43,12 +43,12 @@ pub async fn run(args: DownloadArgs) -> anyhow::Result<ExitCode> {
     let done = download(&remote, &args.name, &target, args.replace).await?;
     let mut out = std::io::stdout().lock();
     let replaced = if done.replaced { ", replacing the folder that was there" } else { "" };
+    let files = if done.files == 1 { "1 file".to_owned() } else { format!("{} files", done.files) };
     writeln!(
         out,
-        "downloaded skill '{}' (version {}, {} files, {} bytes) into {}{replaced}",
+        "downloaded skill '{}' (version {}, {files}, {} bytes) into {}{replaced}",
         done.name,
         done.etag,
-        done.files,
         done.bytes,
         done.path.display()
     )?;
@@ -73,8 +73,8 @@ async fn download(
         let entry = catalog.get(name.as_str()).with_context(|| format!("the server has no skill named '{name}'"))?;
         match remote.download(&entry.skill, target, replace).await {
             Err(error) if error.is_stale() && attempt < ATTEMPTS => attempt += 1,
-            Err(error @ ClientError::TargetExists { folder: true, .. }) => {
-                return Err(anyhow::Error::new(error).context("pass --replace to replace it"));
+            Err(ClientError::TargetExists { path, folder: true }) => {
+                anyhow::bail!("{} already exists; pass --replace to replace it", path.display());
             }
             result => return Ok(result?),
         }

@@ -38,6 +38,25 @@
 //! # }
 //! ```
 //!
+//! A skill is also a folder: [`files`](RemoteSkillDiscoverer::files) lists it (every path checked
+//! as a [`SkillFilePath`](skillcat_core::SkillFilePath)), [`read_file`](RemoteSkillDiscoverer::read_file)
+//! returns a file's bytes only if their size and SHA-256 are the listed ones, and
+//! [`download`](RemoteSkillDiscoverer::download) writes the folder into a local one, all or
+//! nothing (a staging folder beside the target, then one rename).
+//!
+//! ```no_run
+//! # use skillcat_client::RemoteSkillDiscoverer;
+//! # use skillcat_core::SkillDiscoverer;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let remote = RemoteSkillDiscoverer::new("http://127.0.0.1:8080")?;
+//! let skill = remote.discover().await?.remove(0);
+//! let done = remote.download(&skill, format!(".agents/skills/{}", skill.name()), false).await?;
+//! println!("{} files, {} bytes", done.files, done.bytes);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Errors: the inherent methods ([`RemoteSkillDiscoverer::catalog`],
 //! [`content`](RemoteSkillDiscoverer::content), [`load_budgeted`](RemoteSkillDiscoverer::load_budgeted))
 //! answer a [`ClientError`] keyed on the server's status and carrying its problem document; the
