@@ -374,7 +374,8 @@ class RemoteSkillDiscoverer:
         try:
             response = await self._request(path, headers, _MAX_LISTING_BYTES)
         except _TooLarge as error:
-            raise SkillcatError(f"skillcat sent a file listing of {skill.name!r} over {_MAX_LISTING_BYTES} bytes") from error
+            too_large = f"skillcat sent a file listing of {skill.name!r} over {_MAX_LISTING_BYTES} bytes"
+            raise SkillcatError(too_large) from error
         if response.status in (404, 409, 412):
             raise ValueError(f"Skill {skill.name!r} changed; refresh discovery and retry")
         if response.status != 200:
@@ -403,7 +404,9 @@ class RemoteSkillDiscoverer:
             )
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if digest != file.digest:
-            raise SkillcatCorruptFile(f"file {file.path!r} of skill {skill.name!r} hashes to {digest}, not {file.digest}")
+            raise SkillcatCorruptFile(
+                f"file {file.path!r} of skill {skill.name!r} hashes to {digest}, not {file.digest}"
+            )
         return data
 
     async def download(self, skill: Skill, target_dir: str | os.PathLike[str], replace: bool = False) -> Downloaded:
@@ -719,9 +722,15 @@ def _parse_listing(body: bytes, name: str, etag: str) -> FileListing:
 # Writing a download. Everything is opened relative to an open folder, without following
 # symlinks, and files are created with O_EXCL: nothing is re-resolved from a path string and
 # nothing that exists is written through. The staging folder is private (0700) while it is
-# filled, so no other user can put anything in it.
+# filled, so no other user can put anything in it. A hidden name does not hide it from skill
+# discovery (nagents walks hidden folders), and a scan meeting a SKILL.md there would see the
+# skill twice and fail: every SKILL.md is written under a hidden name and renamed only once all
+# else is written and synced, and a replaced folder loses its SKILL.md first when removed.
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_SKILL_FILE = "SKILL.md"
+# Hidden, so no listed path can be this name.
+_SKILL_FILE_PART = ".SKILL.md.skillcat-part"
 _RENAME_NOREPLACE = 1
 _RENAME_EXCHANGE = 2
 _renameat2_function: object = None
@@ -796,11 +805,17 @@ def _hidden_name(name: str, kind: str) -> str:
 
 def _remove(parent: int, name: str) -> None:
     """Removes ``name`` and all beneath it without following symlinks (a symlink is removed, never
-    what it points to)."""
-    if _existing(parent, name):
-        shutil.rmtree(name, dir_fd=parent)
-    else:
+    what it points to); a SKILL.md directly in it first."""
+    if not _existing(parent, name):
         os.unlink(name, dir_fd=parent)
+        return
+    folder = os.open(name, _FOLDER, dir_fd=parent)
+    try:
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+            os.unlink(_SKILL_FILE, dir_fd=folder)
+    finally:
+        os.close(folder)
+    shutil.rmtree(name, dir_fd=parent)
 
 
 def _remove_or_keep(parent: int, parent_path: str, name: str) -> str | None:
@@ -826,7 +841,7 @@ def _write_file(root: int, path: str, data: bytes, executable: bool) -> None:
             if fd != root:
                 os.close(fd)
             fd = child
-        out = os.open(name, _NEW_FILE, 0o600, dir_fd=fd)
+        out = os.open(_SKILL_FILE_PART if name == _SKILL_FILE else name, _NEW_FILE, 0o600, dir_fd=fd)
         try:
             view = memoryview(data)
             while view:
@@ -845,21 +860,45 @@ def _seal(fd: int) -> None:
     os.fsync(fd)
 
 
+@contextlib.contextmanager
+def _folder(root: int, segments: Sequence[str]):
+    """The folder whose ``segments`` lead from ``root``, open (``root`` itself for none)."""
+    fd = root
+    try:
+        for segment in segments:
+            child = os.open(segment, _FOLDER, dir_fd=fd)
+            if fd != root:
+                os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        if fd != root:
+            os.close(fd)
+
+
 def _seal_folders(root: int, paths: Sequence[str]) -> None:
     folders = {"/".join(parts[:end]) for parts in (p.split("/") for p in paths) for end in range(1, len(parts))}
     for folder in sorted(folders):
-        fd = root
-        try:
-            for segment in folder.split("/"):
-                child = os.open(segment, _FOLDER, dir_fd=fd)
-                if fd != root:
-                    os.close(fd)
-                fd = child
+        with _folder(root, folder.split("/")) as fd:
             _seal(fd)
-        finally:
-            if fd != root:
-                os.close(fd)
     _seal(root)
+
+
+def _publish_skill_file(root: int, path: str) -> None:
+    """Renames the SKILL.md at ``path``, written as _SKILL_FILE_PART, to its name; syncs its folder."""
+    with _folder(root, path.split("/")[:-1]) as fd:
+        # The staging folder holds only what was written into it: a plain rename replaces nothing.
+        os.rename(_SKILL_FILE_PART, _SKILL_FILE, src_dir_fd=fd, dst_dir_fd=fd)
+        os.fsync(fd)
+
+
+def _fill(root: int, contents: Sequence[tuple[RemoteFile, bytes]]) -> None:
+    for file, data in contents:
+        _write_file(root, file.path, data, file.executable)
+    _seal_folders(root, [file.path for file, _ in contents])
+    for file, _ in contents:
+        if file.path.split("/")[-1] == _SKILL_FILE:
+            _publish_skill_file(root, file.path)
 
 
 def _install(target: str, contents: Sequence[tuple[RemoteFile, bytes]], replace: bool) -> tuple[bool, str | None]:
@@ -886,9 +925,7 @@ def _install(target: str, contents: Sequence[tuple[RemoteFile, bytes]], replace:
         try:
             root = os.open(staging, _FOLDER, dir_fd=parent)
             try:
-                for file, data in contents:
-                    _write_file(root, file.path, data, file.executable)
-                _seal_folders(root, [file.path for file, _ in contents])
+                _fill(root, contents)
             finally:
                 os.close(root)
             result = _swap_in(target, parent, parent_path, staging, name, replace)
@@ -909,7 +946,9 @@ def _install(target: str, contents: Sequence[tuple[RemoteFile, bytes]], replace:
         os.close(parent)
 
 
-def _swap_in(target: str, parent: int, parent_path: str, staging: str, name: str, replace: bool) -> tuple[bool, str | None]:
+def _swap_in(
+    target: str, parent: int, parent_path: str, staging: str, name: str, replace: bool
+) -> tuple[bool, str | None]:
     if replace:
         try:
             exchanged = _renameat2(parent, staging, name, _RENAME_EXCHANGE)

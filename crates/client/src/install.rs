@@ -13,6 +13,13 @@
 //! (the old one is then removed). Where the filesystem has neither, the same is done with plain
 //! renames, checked as closely as they allow. On any failure the staging folder is removed and
 //! the target is as it was.
+//!
+//! A hidden name does not hide a folder from skill discovery: nagents (and skillcat, which
+//! follows it) walk hidden folders too, so a scan of the parent that met a `SKILL.md` in the
+//! staging folder (or in a replaced folder being removed) would find the skill twice and fail
+//! the whole source. So every `SKILL.md` is written under a hidden name and renamed to
+//! `SKILL.md` only once everything else is written and synced, just before the final rename;
+//! and a replaced folder loses its `SKILL.md` files first when it is removed.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, Permissions};
@@ -34,6 +41,11 @@ const NEW_FILE: OFlags =
     OFlags::WRONLY.union(OFlags::CREATE).union(OFlags::EXCL).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 /// Until the folder is complete, only its owner may enter it.
 const PRIVATE: u32 = 0o700;
+/// The name skill discovery looks for.
+const SKILL_FILE: &str = "SKILL.md";
+/// What a `SKILL.md` is called until the folder is about to be put in place. Hidden, so no
+/// listed path can be this name.
+const SKILL_FILE_PART: &str = ".SKILL.md.skillcat-part";
 
 /// What [`install`] did.
 #[derive(Debug)]
@@ -101,18 +113,7 @@ pub(crate) fn install(target: &Path, files: &[(RemoteFile, Vec<u8>)], replace: b
     let staging = Staging::create(&target)?;
     let root = rustix::fs::openat(&target.parent, &staging.name, FOLDER, Mode::empty())
         .map_err(|errno| io_error(target.path, "opening the staging folder", errno))?;
-    for (file, bytes) in files {
-        write_file(&root, &file.path, bytes, file.executable).map_err(|source| ClientError::Io {
-            target: target.path.to_owned(),
-            action: format!("writing {:?}", file.path),
-            source,
-        })?;
-    }
-    seal_folders(&root, files.iter().map(|(file, _)| &file.path)).map_err(|source| ClientError::Io {
-        target: target.path.to_owned(),
-        action: "syncing the folders".into(),
-        source,
-    })?;
+    fill(&root, files, target.path)?;
     drop(root);
     let installed = staging.swap_in(&target, replace)?;
     // The renames are durable once the parent is synced. The target has changed already, so a
@@ -121,8 +122,48 @@ pub(crate) fn install(target: &Path, files: &[(RemoteFile, Vec<u8>)], replace: b
     Ok(installed)
 }
 
+/// Writes `files` beneath `root` and syncs them, each `SKILL.md` last (see the module's notes).
+fn fill(root: &OwnedFd, files: &[(RemoteFile, Vec<u8>)], target: &Path) -> Result<(), ClientError> {
+    let failed = |action: String| move |source| ClientError::Io { target: target.to_owned(), action, source };
+    for (file, bytes) in files {
+        write_file(root, &file.path, bytes, file.executable).map_err(failed(format!("writing {:?}", file.path)))?;
+    }
+    seal_folders(root, files.iter().map(|(file, _)| &file.path)).map_err(failed("syncing the folders".into()))?;
+    for (file, _) in files.iter().filter(|(file, _)| file.path.file_name() == SKILL_FILE) {
+        publish_skill_file(root, &file.path).map_err(failed(format!("renaming {:?} into place", file.path)))?;
+    }
+    Ok(())
+}
+
+/// Opens the folder whose `segments` lead from `root` (`None` when there are none: `root` itself).
+fn open_folder<'a>(root: &OwnedFd, segments: impl Iterator<Item = &'a str>) -> io::Result<Option<OwnedFd>> {
+    let mut fd: Option<OwnedFd> = None;
+    for segment in segments {
+        let at = fd.as_ref().map_or(root.as_fd(), AsFd::as_fd);
+        fd = Some(rustix::fs::openat(at, segment, FOLDER, Mode::empty())?);
+    }
+    Ok(fd)
+}
+
+/// Renames the `SKILL.md` at `path`, written under [`SKILL_FILE_PART`], to its name, and syncs
+/// its folder.
+fn publish_skill_file(root: &OwnedFd, path: &SkillFilePath) -> io::Result<()> {
+    let folder = open_folder(root, path.folders())?;
+    let at = folder.as_ref().map_or(root.as_fd(), AsFd::as_fd);
+    match rustix::fs::renameat_with(at, SKILL_FILE_PART, at, SKILL_FILE, RenameFlags::NOREPLACE) {
+        Ok(()) => {}
+        // The staging folder holds only what was written into it, so a plain rename replaces
+        // nothing there either.
+        Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
+            rustix::fs::renameat(at, SKILL_FILE_PART, at, SKILL_FILE)?
+        }
+        Err(errno) => return Err(errno.into()),
+    }
+    Ok(rustix::fs::fsync(at)?)
+}
+
 /// Creates `path`'s folders (0700 until sealed) and then the file itself, which must not exist,
-/// with `bytes` and its final mode, synced.
+/// with `bytes` and its final mode, synced. A `SKILL.md` gets the name [`SKILL_FILE_PART`].
 fn write_file(root: &OwnedFd, path: &SkillFilePath, bytes: &[u8], executable: bool) -> io::Result<()> {
     let mut folder: Option<OwnedFd> = None;
     for segment in path.folders() {
@@ -136,7 +177,8 @@ fn write_file(root: &OwnedFd, path: &SkillFilePath, bytes: &[u8], executable: bo
         folder = Some(rustix::fs::openat(at, segment, FOLDER, Mode::empty())?);
     }
     let at = folder.as_ref().map_or(root.as_fd(), AsFd::as_fd);
-    let mut file = File::from(rustix::fs::openat(at, path.file_name(), NEW_FILE, Mode::from_raw_mode(0o600))?);
+    let name = if path.file_name() == SKILL_FILE { SKILL_FILE_PART } else { path.file_name() };
+    let mut file = File::from(rustix::fs::openat(at, name, NEW_FILE, Mode::from_raw_mode(0o600))?);
     file.write_all(bytes)?;
     file.set_permissions(Permissions::from_mode(if executable { 0o755 } else { 0o644 }))?;
     file.sync_all()
@@ -150,12 +192,7 @@ fn seal_folders<'a>(root: &OwnedFd, paths: impl Iterator<Item = &'a SkillFilePat
         folders.extend(text.match_indices('/').map(|(end, _)| &text[..end]));
     }
     for folder in folders {
-        let mut fd: Option<OwnedFd> = None;
-        for segment in folder.split('/') {
-            let at = fd.as_ref().map_or(root.as_fd(), AsFd::as_fd);
-            fd = Some(rustix::fs::openat(at, segment, FOLDER, Mode::empty())?);
-        }
-        if let Some(fd) = fd {
+        if let Some(fd) = open_folder(root, folder.split('/'))? {
             seal(&fd)?;
         }
     }
@@ -264,7 +301,8 @@ fn sibling(target: &Target<'_>, name: &OsStr) -> PathBuf {
 }
 
 /// Removes `name` in `parent` and everything beneath it, relative to open folders and without
-/// following any symlink (a symlink is removed, never what it points to).
+/// following any symlink (a symlink is removed, never what it points to). In each folder a
+/// `SKILL.md` goes first, so that a scan meeting the rest finds no skill in it.
 fn remove_tree(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
     let folder = match rustix::fs::openat(parent, name, FOLDER, Mode::empty()) {
         Ok(folder) => folder,
@@ -272,6 +310,11 @@ fn remove_tree(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
         Err(Errno::NOTDIR | Errno::LOOP) => return Ok(rustix::fs::unlinkat(parent, name, AtFlags::empty())?),
         Err(errno) => return Err(errno.into()),
     };
+    match rustix::fs::unlinkat(&folder, SKILL_FILE, AtFlags::empty()) {
+        // A folder named SKILL.md (EISDIR) is removed with the rest.
+        Ok(()) | Err(Errno::NOENT | Errno::ISDIR | Errno::PERM) => {}
+        Err(errno) => return Err(errno.into()),
+    }
     let mut entries = Vec::new();
     for entry in rustix::fs::Dir::read_from(&folder)? {
         let entry = entry?;
@@ -402,6 +445,43 @@ mod tests {
             let error = install(&target, &files, false).unwrap_err();
             assert!(matches!(error, ClientError::Io { .. }), "{target:?}: {error:?}");
         }
+    }
+
+    /// Every path beneath `dir` whose last segment is `name`.
+    fn named(dir: &Path, name: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let file_name = entry.file_name().into_string().unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                found.extend(named(&entry.path(), name).into_iter().map(|path| format!("{file_name}/{path}")));
+            } else if file_name == name {
+                found.push(file_name);
+            }
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn the_staging_folder_holds_no_skill_md_until_everything_else_is_written() {
+        // A scan of the parent meeting a SKILL.md in the staging folder would see the skill twice
+        // (hidden folders are walked), so every SKILL.md appears only at the end.
+        let dir = tempfile::tempdir().unwrap();
+        let root = rustix::fs::openat(CWD, dir.path(), FOLDER, Mode::empty()).unwrap();
+        let files =
+            [file("SKILL.md", b"# A", false), file("nested/inner/SKILL.md", b"# B", false), file("x", b"", false)];
+        for (file, bytes) in &files {
+            write_file(&root, &file.path, bytes, file.executable).unwrap();
+        }
+        assert_eq!(named(dir.path(), SKILL_FILE), Vec::<String>::new());
+        assert_eq!(named(dir.path(), SKILL_FILE_PART).len(), 2);
+        for (file, _) in &files[..2] {
+            publish_skill_file(&root, &file.path).unwrap();
+        }
+        assert_eq!(named(dir.path(), SKILL_FILE), ["SKILL.md", "nested/inner/SKILL.md"]);
+        assert_eq!(named(dir.path(), SKILL_FILE_PART), Vec::<String>::new());
+        assert_eq!(std::fs::read(dir.path().join("nested/inner/SKILL.md")).unwrap(), b"# B");
     }
 
     #[test]

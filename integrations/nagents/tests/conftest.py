@@ -230,7 +230,8 @@ class FakeSkillcat:
             for path, (data, executable) in listed.items()
         ]
         listing = {"name": "fake", "etag": '"e1"', "files": entries, "skipped": []}
-        self.answers["/skills/fake/files"] = (200, {"ETag": '"e1"', "Content-Type": "application/json"}, json.dumps(listing).encode())
+        headers = {"ETag": '"e1"', "Content-Type": "application/json"}
+        self.answers["/skills/fake/files"] = (200, headers, json.dumps(listing).encode())
         served = {path: data for path, (data, _) in listed.items()}
         served.update(sent or {})
         for path, data in served.items():

@@ -101,11 +101,7 @@ def test_a_download_equals_the_source_folder_byte_for_byte_modes_included(serve,
     async def scenario():
         (toolbox,) = await remote.discover()
         listing = await remote.list_files(toolbox)
-        local = {
-            path: data
-            for path, (kind, _, data) in served_view(skill).items()
-            if kind == "file"
-        }
+        local = {path: data for path, (kind, _, data) in served_view(skill).items() if kind == "file"}
         assert [file.path for file in listing.files] == sorted(path.replace(os.sep, "/") for path in local)
         for file in listing.files:
             data = local[file.path]
@@ -282,3 +278,32 @@ def test_the_writing_refuses_on_its_own_what_a_checked_listing_never_holds(tmp_p
         with pytest.raises(FileExistsError):
             skillcat_remote._install(str(tmp_path / target), [entry("SKILL.md"), entry("x/y"), entry("x")], replace)
     assert snapshot(tmp_path) == before
+
+
+def test_the_staging_folder_holds_no_skill_md_until_everything_else_is_written(tmp_path):
+    # nagents walks hidden folders: a scan meeting a SKILL.md in the staging folder would see the
+    # skill twice and fail, so every SKILL.md appears only at the end.
+    import skillcat_remote
+
+    def entry(path, data):
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        return skillcat_remote.RemoteFile(path, len(data), digest, "text/markdown", False), data
+
+    contents = [entry("SKILL.md", b"# A"), entry("nested/inner/SKILL.md", b"# B"), entry("x", b"")]
+    root = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for file, data in contents:
+            skillcat_remote._write_file(root, file.path, data, file.executable)
+        names = [name for _, _, files in os.walk(tmp_path) for name in files]
+        assert "SKILL.md" not in names and names.count(".SKILL.md.skillcat-part") == 2
+        for file, _ in contents[:2]:
+            skillcat_remote._publish_skill_file(root, file.path)
+    finally:
+        os.close(root)
+    found = sorted(
+        os.path.relpath(os.path.join(folder, name), tmp_path)
+        for folder, _, files in os.walk(tmp_path)
+        for name in files
+    )
+    assert found == ["SKILL.md", "nested/inner/SKILL.md", "x"]
+    assert (tmp_path / "nested/inner/SKILL.md").read_bytes() == b"# B"
