@@ -240,7 +240,13 @@ async fn record_metrics(State(app): State<Arc<App>>, request: Request, next: Nex
     let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    app.metrics.request(route, response.status().as_u16(), started.elapsed());
+    // Labelled with the template as the OpenAPI document spells it (`{path}`, not axum's
+    // catch-all `{*path}`).
+    let route = match route.contains("{*") {
+        true => std::borrow::Cow::Owned(route.replace("{*", "{")),
+        false => std::borrow::Cow::Borrowed(route),
+    };
+    app.metrics.request(&route, response.status().as_u16(), started.elapsed());
     response
 }
 

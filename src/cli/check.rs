@@ -97,12 +97,15 @@ impl<'a> Report<'a> {
     pub async fn check_spec(&mut self, sources: &Sources, scan: &Result<CompositeDiscovery, SourceError>) {
         let Ok(discovery) = scan else { return };
         for (row, entry) in self.skills.iter_mut().zip(&discovery.skills) {
-            let findings = match sources.composite.load(&entry.skill).await {
+            let mut findings = match sources.composite.load(&entry.skill).await {
                 Ok(content) => spec::check_skill_md(&content, folder_name(entry.skill.location())),
                 Err(error) => {
                     vec![Finding::new(Rule::Read, format!("SKILL.md could not be read again: {}", error.explanation()))]
                 }
             };
+            if let Some(Err(unavailable)) = entry.files.as_deref().map(|listing| listing.files()) {
+                findings.push(Finding::new(Rule::Files, format!("the files are not served: {unavailable}")));
+            }
             row.spec = Some(findings);
         }
     }

@@ -179,6 +179,9 @@ pub enum Rule {
     /// `SKILL.md` could not be read again for these rules, e.g. it changed since the scan
     /// (error: nothing was checked).
     Read,
+    /// The skill's folder within the bounds on files (512 files, 16 MiB in all) that the MCP
+    /// skills extension and skillcat serve (error: its files are not served).
+    Files,
 }
 
 impl Rule {
@@ -189,7 +192,8 @@ impl Rule {
             | Rule::NameFolder
             | Rule::Description
             | Rule::Compatibility
-            | Rule::Read => Severity::Error,
+            | Rule::Read
+            | Rule::Files => Severity::Error,
             Rule::Metadata | Rule::AllowedTools | Rule::UnknownKey | Rule::Lines => Severity::Advisory,
         }
     }
@@ -206,6 +210,7 @@ impl Rule {
             Rule::UnknownKey => "unknown-key",
             Rule::Lines => "lines",
             Rule::Read => "read",
+            Rule::Files => "files",
         }
     }
 }

@@ -451,3 +451,25 @@ fn the_builtin_skills_follow_every_rule() {
         assert_eq!(skill["spec"], json!([]), "{}", skill["name"]);
     }
 }
+
+#[test]
+fn a_folder_over_the_bounds_on_files_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = dir.path().join("big");
+    std::fs::create_dir_all(big.join("data")).expect("folder");
+    std::fs::write(big.join("SKILL.md"), with_frontmatter("name: big\ndescription: Too many files.\n")).expect("write");
+    for index in 0..skillcat_core::MAX_SKILL_FILES {
+        std::fs::write(big.join(format!("data/{index:04}.txt")), "x").expect("write");
+    }
+    let (report, code) = check_spec_json(dir.path());
+    assert_eq!(code, Some(1), "{report}");
+    let findings = &report["skills"][0]["spec"];
+    let files = findings.as_array().expect("findings").iter().find(|finding| finding["rule"] == "files");
+    let files = files.unwrap_or_else(|| panic!("no files finding: {findings}"));
+    assert_eq!(files["severity"], "error");
+    assert!(files["message"].as_str().expect("message").contains("512"), "{files}");
+    // Within the bound, no such finding.
+    std::fs::remove_file(big.join("data/0000.txt")).expect("remove");
+    let (report, code) = check_spec_json(dir.path());
+    assert_eq!(code, Some(0), "{report}");
+}

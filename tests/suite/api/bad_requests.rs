@@ -250,6 +250,23 @@ fn malformed_requests() -> Vec<Bad> {
         // Long, but within the bound on request heads (431 beyond it: see bad_http.rs).
         bad("GET", "/nowhere", 404, "not-found").header("x-long", "y".repeat(skillcat::server::MAX_HEADER_BYTES / 2)),
         fine("GET", "/manifest").header("accept-encoding", "gzip;q=nonsense, *;q=-1, br;;;"),
+        // The files of a skill: a path names a listed file or nothing.
+        fine("GET", "/skills/alpha/files"),
+        fine("GET", "/skills/alpha/files/SKILL.md"),
+        fine("GET", "/skills/alpha/archive"),
+        bad("GET", "/skills/gamma/files", 404, "skill-not-found"),
+        bad("GET", "/skills/gamma/archive", 404, "skill-not-found"),
+        bad("GET", "/skills/bad%20name/archive", 400, "invalid-name"),
+        bad("GET", "/skills/alpha/files/nothing.md", 404, "file-not-found"),
+        bad("GET", "/skills/alpha/files/%2e%2e/beta/SKILL.md", 404, "file-not-found"),
+        bad("GET", "/skills/alpha/files/..%2Fbeta%2FSKILL.md", 404, "file-not-found"),
+        bad("GET", "/skills/alpha/files/SKILL.md%00", 404, "file-not-found"),
+        bad("GET", "/skills/alpha/files/%FF", 400, "bad-request"),
+        bad("GET", "/skills/alpha/files/SKILL.md", 416, "range-not-satisfiable").header("range", "bytes=99999-"),
+        bad("GET", "/skills/alpha/files/SKILL.md", 412, "precondition-failed").header("if-match", "\"sha256:00\""),
+        bad("GET", "/skills/alpha/archive", 412, "precondition-failed").header("if-match", "\"other\""),
+        bad("POST", "/skills/alpha/archive", 405, "method-not-allowed"),
+        bad("DELETE", "/skills/alpha/files/SKILL.md", 405, "method-not-allowed"),
     ]
 }
 
