@@ -17,5 +17,5 @@ pub use snapshot::{
     ShadowedEntry, SkillEntry, Snapshot,
 };
 pub use wellknown::{
-    DISCOVERY_SCHEMA, DiscoveryEntry, DiscoveryIndex, LeftOut, LegacyEntry, LegacyIndex, in_legacy_index,
+    ArtifactType, DISCOVERY_SCHEMA, DiscoveryEntry, DiscoveryIndex, LeftOut, LegacyEntry, LegacyIndex, in_legacy_index,
 };

@@ -110,22 +110,34 @@ pub fn left_out(catalog: &Catalog) -> Vec<(&CatalogSkill, LeftOut)> {
         .collect()
 }
 
+/// What the `url` of a discovery index entry gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArtifactType {
+    /// The skill's `SKILL.md`, which is all its folder holds.
+    SkillMd,
+    /// The zip of the skill's folder, `SKILL.md` at its root.
+    Archive,
+}
+
 /// One entry of the discovery index.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DiscoveryEntry {
-    #[schema(example = "pdf-processing")]
+    #[schema(example = "pdf-processing", pattern = "^[a-z0-9]+(-[a-z0-9]+)*$", max_length = 64)]
     pub name: String,
-    /// `skill-md` when the skill is its `SKILL.md` alone (`url` is that file), `archive`
-    /// otherwise (`url` is the zip of its folder).
     #[serde(rename = "type")]
-    #[schema(value_type = String, example = "archive")]
-    pub kind: &'static str,
+    pub kind: ArtifactType,
     pub description: String,
-    /// Path-absolute, resolved against the index's URL: the files route or the archive route.
+    /// Path-absolute, resolved against the index's URL: the files route for a `skill-md`
+    /// entry, the archive route for an `archive` one.
     #[schema(example = "/skills/pdf-processing/archive")]
     pub url: String,
     /// The SHA-256 of exactly the bytes at `url`.
-    #[schema(value_type = String, example = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")]
+    #[schema(
+        value_type = String,
+        pattern = "^sha256:[0-9a-f]{64}$",
+        example = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+    )]
     pub digest: Digest,
 }
 
@@ -134,7 +146,7 @@ impl DiscoveryEntry {
     pub(super) fn skill_md(published: &Published<'_>) -> Self {
         DiscoveryEntry {
             name: published.name.to_string(),
-            kind: "skill-md",
+            kind: ArtifactType::SkillMd,
             description: published.skill.skill.description().to_owned(),
             url: format!("/skills/{}/files/{SKILL_MD}", published.name),
             digest: published.skill_md.digest,
@@ -145,7 +157,7 @@ impl DiscoveryEntry {
     pub(super) fn archive(published: &Published<'_>, digest: Digest) -> Self {
         DiscoveryEntry {
             name: published.name.to_string(),
-            kind: "archive",
+            kind: ArtifactType::Archive,
             description: published.skill.skill.description().to_owned(),
             url: format!("/skills/{}/archive", published.name),
             digest,
@@ -156,6 +168,7 @@ impl DiscoveryEntry {
 /// The body of `GET /.well-known/agent-skills/index.json`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DiscoveryIndex {
+    /// Always `https://schemas.agentskills.io/discovery/0.2.0/schema.json`, which clients match.
     #[serde(rename = "$schema")]
     #[schema(example = "https://schemas.agentskills.io/discovery/0.2.0/schema.json")]
     pub schema: &'static str,
@@ -172,7 +185,7 @@ pub(super) fn discovery_body(entries: Vec<DiscoveryEntry>) -> PreparedBody {
 /// One entry of the older index.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LegacyEntry<'a> {
-    #[schema(value_type = String, example = "pdf-processing")]
+    #[schema(value_type = String, example = "pdf-processing", pattern = "^[a-z0-9]+(-[a-z0-9]+)*$", max_length = 64)]
     pub name: &'a str,
     #[schema(value_type = String)]
     pub description: &'a str,
