@@ -95,9 +95,9 @@ impl<S: Send + Sync> FromRequestParts<S> for LegacyFileRoute {
         ("Range" = Option<String>, Header, description = "One byte range (`bytes=0-99`); more than one is answered whole"),
     ),
     responses(
-        (status = 200, description = "The file; its type from its extension", body = Vec<u8>, content_type = "application/octet-stream",
+        (status = 200, description = "The file, typed from its extension (text as UTF-8; application/octet-stream when unknown)", body = Vec<u8>, content_type = "*/*",
             headers(("ETag" = String, description = "The file's digest, quoted: \"sha256:<hex>\""))),
-        (status = 206, description = "The requested range", body = Vec<u8>, content_type = "application/octet-stream"),
+        (status = 206, description = "The requested range", body = Vec<u8>, content_type = "*/*"),
         (status = 304, description = "The client's copy is current"),
         (status = 400, description = "A path that is not valid UTF-8", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such skill in the index, or no such file in its listing", body = Problem, content_type = "application/problem+json"),
