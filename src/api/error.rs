@@ -46,6 +46,9 @@ pub enum ApiError {
     InvalidName,
     #[error("no skill named '{0}' in the catalog")]
     SkillNotFound(String),
+    /// A skill a well-known index does not publish: why.
+    #[error("{0}")]
+    SkillNotPublished(String),
     #[error("{0}")]
     FileNotFound(String),
     #[error("the range is outside the file of {0} bytes")]
@@ -109,7 +112,7 @@ impl ApiError {
         use ApiError::*;
         match self {
             InvalidName => (StatusCode::BAD_REQUEST, "invalid-name", "Invalid skill name"),
-            SkillNotFound(_) => (StatusCode::NOT_FOUND, "skill-not-found", "Unknown skill"),
+            SkillNotFound(_) | SkillNotPublished(_) => (StatusCode::NOT_FOUND, "skill-not-found", "Unknown skill"),
             FileNotFound(_) => (StatusCode::NOT_FOUND, "file-not-found", "Unknown file"),
             RangeNotSatisfiable(_) => {
                 (StatusCode::RANGE_NOT_SATISFIABLE, "range-not-satisfiable", "Range not satisfiable")

@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 use super::error::{ApiError, Problem, responses};
 use super::http::{SkillPath, not_modified, precondition_holds, prepared};
 use crate::app::App;
-use crate::catalog::{ETag, FilesBody, media_type};
+use crate::catalog::{CatalogSkill, ETag, FilesBody, media_type};
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new().routes(routes!(list_files)).routes(routes!(get_file)).routes(routes!(get_archive))
@@ -96,18 +96,29 @@ impl<S: Send + Sync> FromRequestParts<S> for FileRoute {
 async fn get_file(State(app): State<Arc<App>>, route: FileRoute, headers: HeaderMap) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&route.name)?;
-    let file = skill.file(&route.path)?;
+    serve_file(&app, skill, &route.path, &headers).await
+}
+
+/// The listed file of `skill` at `path` (as the router decoded it), conditional and ranged; also
+/// the answer of the older well-known index's file route.
+pub(super) async fn serve_file(
+    app: &App,
+    skill: &CatalogSkill,
+    path: &str,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let file = skill.file(path)?;
     let etag = ETag::quoted(&file.digest.to_string());
     let tag: headers::ETag = etag.as_str().parse().expect("digests are valid tags");
     let etag_header = HeaderValue::from_str(etag.as_str()).expect("tags are visible ASCII");
-    if !precondition_holds(&headers, &tag) {
+    if !precondition_holds(headers, &tag) {
         return Err(ApiError::PreconditionFailed);
     }
-    if not_modified(&headers, &tag) {
+    if not_modified(headers, &tag) {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_header)]).into_response());
     }
     let bytes = app.catalog.file(skill, file).await?;
-    file_response(file, bytes, etag_header, &headers, &tag)
+    file_response(file, bytes, etag_header, headers, &tag)
 }
 
 /// The bytes of a file, whole or the one range asked for.

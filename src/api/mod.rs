@@ -8,6 +8,7 @@ mod http;
 mod manifest;
 mod ops;
 mod skills;
+mod wellknown;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +63,7 @@ impl Default for Limits {
     tags(
         (name = "skills", description = "The catalog and its skills"),
         (name = "files", description = "The files of a skill's folder, and its archive"),
+        (name = "installers", description = "The well-known indexes installers read, of the skills whose names follow the agentskills.io rules"),
         (name = "catalog", description = "The manifest and change events"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
     ),
@@ -75,6 +77,7 @@ fn routers() -> (OpenApiRouter<Arc<App>>, OpenApiRouter<Arc<App>>) {
     let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(skills::router())
         .merge(files::router())
+        .merge(wellknown::router())
         .merge(manifest::router());
     (bounded, events::router().merge(ops::router()))
 }

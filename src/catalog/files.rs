@@ -18,11 +18,19 @@ pub struct SkillFiles {
     body: OnceLock<PreparedBody>,
     /// `GET /skills/{name}/archive`, made on first use (it reads every file).
     pub(super) archive: tokio::sync::OnceCell<Arc<PreparedBody>>,
+    /// The digest of that archive, for the discovery index, which needs every skill's digest
+    /// but none of their bytes.
+    pub(super) archive_digest: tokio::sync::OnceCell<Digest>,
 }
 
 impl SkillFiles {
     pub(super) fn new(listing: Arc<FileListing>) -> Self {
-        SkillFiles { listing, body: OnceLock::new(), archive: tokio::sync::OnceCell::new() }
+        SkillFiles {
+            listing,
+            body: OnceLock::new(),
+            archive: tokio::sync::OnceCell::new(),
+            archive_digest: tokio::sync::OnceCell::new(),
+        }
     }
 
     /// The listing's answer; `None` when the skill is over a bound (the listing says which).
@@ -129,11 +137,11 @@ pub struct SkippedFile<'a> {
 
 /// The zip of a skill's files: `SKILL.md` at the root, entries in path order, fixed timestamps
 /// and modes, so the same files give the same bytes on every replica. `read` gives each file's
-/// bytes (already checked against its digest).
+/// bytes (already checked against its digest). Gives the archive and its digest.
 pub(super) fn archive<E>(
     files: &[SkillFile],
     mut read: impl FnMut(&SkillFile) -> Result<Vec<u8>, E>,
-) -> Result<PreparedBody, E> {
+) -> Result<(PreparedBody, Digest), E> {
     use zip::write::SimpleFileOptions;
     let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for file in files {
@@ -147,7 +155,7 @@ pub(super) fn archive<E>(
     }
     let bytes = writer.finish().expect("writing to memory succeeds").into_inner();
     let digest = Digest::of(&bytes);
-    Ok(PreparedBody::new(bytes, ETag::quoted(&digest.to_string())))
+    Ok((PreparedBody::new(bytes, ETag::quoted(&digest.to_string())), digest))
 }
 
 #[cfg(test)]
@@ -171,8 +179,9 @@ mod tests {
         let read = |wanted: &SkillFile| {
             Ok::<_, ()>(entries.iter().find(|(file, _)| file.path == wanted.path).unwrap().1.clone())
         };
-        let first = archive(&files, read).unwrap();
-        let second = archive(&files, read).unwrap();
+        let (first, digest) = archive(&files, read).unwrap();
+        let (second, _) = archive(&files, read).unwrap();
+        assert_eq!(digest, Digest::of(&first.bytes));
         assert_eq!(first.bytes, second.bytes);
         assert_eq!(first.etag, second.etag);
         let mut zip = zip::ZipArchive::new(std::io::Cursor::new(first.bytes.to_vec())).unwrap();

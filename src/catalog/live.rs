@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::FutureExt as _;
 use futures_util::StreamExt as _;
+use futures_util::TryStreamExt as _;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use skillcat_core::{
     CompositeDiscovery, ContentVersion, Digest, Skill, SkillDiscoverer, SkillError, SkillFile, SourceError,
@@ -18,6 +19,7 @@ use tokio::sync::{Notify, watch};
 use super::CatalogError;
 use super::contents::{Content, ContentCache};
 use super::snapshot::{Catalog, CatalogFailure, CatalogSkill, CatalogState, PreparedBody, Snapshot};
+use super::wellknown::{self, DiscoveryEntry, LeftOut};
 use crate::observability::Metrics;
 use crate::shutdown::stopped;
 use crate::sources::Sources;
@@ -135,33 +137,131 @@ impl LiveCatalog {
     /// The zip of `skill`'s files, made once per skill version from files each checked against
     /// the listing.
     pub async fn archive(&self, skill: &CatalogSkill) -> Result<Arc<PreparedBody>, CatalogError> {
-        let (files, listed) = skill.files()?;
+        let (files, _) = skill.files()?;
+        files.archive.get_or_try_init(|| async { Ok(Arc::new(self.build_archive(skill).await?.0)) }).await.cloned()
+    }
+
+    /// The digest of `skill`'s archive, found once per skill version. The archive made to find it
+    /// is not kept: the discovery index needs every skill's digest, and keeping every archive
+    /// would keep a compressed copy of every file in memory. The same files make the same bytes,
+    /// so the archive made again when it is asked for has this digest (or is refused as changed).
+    pub async fn archive_digest(&self, skill: &CatalogSkill) -> Result<Digest, CatalogError> {
+        let (files, _) = skill.files()?;
         files
-            .archive
+            .archive_digest
             .get_or_try_init(|| async {
-                let (catalog, reader, descriptor, listed) = (
-                    self.clone(),
-                    self.inner.sources.reader(skill.source).clone(),
-                    skill.skill.clone(),
-                    listed.to_vec(),
-                );
-                let name = skill.skill.name().clone();
-                let built = tokio::task::spawn_blocking(move || {
-                    super::files::archive(&listed, |file| {
-                        let read = reader.read_blocking(&descriptor, &file.path, file.size);
-                        catalog.verified(&descriptor, file, read)
-                    })
-                })
-                .await;
-                match built {
-                    Ok(archive) => archive.map(Arc::new),
-                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
-                    // The runtime is shutting down.
-                    Err(_) => Err(CatalogError::Changed(name)),
+                // An archive already made: its tag is its digest, quoted.
+                let made =
+                    files.archive.get().and_then(|archive| Digest::parse(archive.etag.as_str().trim_matches('"')).ok());
+                match made {
+                    Some(digest) => Ok(digest),
+                    None => Ok(self.build_archive(skill).await?.1),
                 }
             })
             .await
-            .cloned()
+            .copied()
+    }
+
+    /// The zip of `skill`'s files and its digest, made off the async workers.
+    async fn build_archive(&self, skill: &CatalogSkill) -> Result<(PreparedBody, Digest), CatalogError> {
+        let (_, listed) = skill.files()?;
+        let (catalog, reader, descriptor, listed) =
+            (self.clone(), self.inner.sources.reader(skill.source).clone(), skill.skill.clone(), listed.to_vec());
+        let name = skill.skill.name().clone();
+        let built = tokio::task::spawn_blocking(move || {
+            super::files::archive(&listed, |file| {
+                let read = reader.read_blocking(&descriptor, &file.path, file.size);
+                catalog.verified(&descriptor, file, read)
+            })
+        })
+        .await;
+        match built {
+            Ok(archive) => archive,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => Err(CatalogError::Changed(name)),
+        }
+    }
+
+    /// `GET /.well-known/agent-skills/index.json` of `snapshot`, made once per catalog version.
+    /// Making it finds the archive digest of every skill that has more than its `SKILL.md`
+    /// (each once per skill version, so a new catalog version costs only its changed skills). It
+    /// is made in a task of its own, which goes on when the request that started it ends (a first
+    /// index of a large catalog may take longer than a request may), so the next request finds
+    /// it made or waits for the same task.
+    pub async fn discovery_index(&self, snapshot: Arc<Snapshot>) -> Result<Arc<PreparedBody>, CatalogError> {
+        if let Some(index) = snapshot.ready()?.wellknown.discovery.get() {
+            return Ok(Arc::clone(index));
+        }
+        let live = self.clone();
+        let making = tokio::spawn(async move {
+            let catalog = snapshot.ready()?;
+            catalog.wellknown.discovery.get_or_try_init(|| live.make_discovery_index(catalog)).await.cloned()
+        });
+        match making.await {
+            Ok(index) => index,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => Err(CatalogError::NotReady),
+        }
+    }
+
+    async fn make_discovery_index(&self, catalog: &Catalog) -> Result<Arc<PreparedBody>, CatalogError> {
+        // Archives are made on the blocking pool, compressing: one per core at a time.
+        let parallel = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        // Owned skills in each future: a spawned task's futures must be `Send` for every
+        // lifetime, which futures borrowing a closure's argument are not shown to be.
+        let entries: Vec<Option<DiscoveryEntry>> = futures_util::stream::iter(catalog.skills.iter().cloned())
+            .map(|skill| {
+                let live = self.clone();
+                async move { live.discovery_entry(&skill).await }
+            })
+            .buffered(parallel)
+            .try_collect()
+            .await?;
+        let entries: Vec<DiscoveryEntry> = entries.into_iter().flatten().collect();
+        match tokio::task::spawn_blocking(move || wellknown::discovery_body(entries)).await {
+            Ok(body) => Ok(Arc::new(body)),
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(_) => Err(CatalogError::NotReady),
+        }
+    }
+
+    /// The discovery index's entry for `skill`, if it publishes it. A skill whose archive cannot
+    /// be read (an I/O error) is left out of this catalog version's index, and logged; one that
+    /// changed fails the index, which the next request makes again after the rescan this asked for.
+    async fn discovery_entry(&self, skill: &CatalogSkill) -> Result<Option<DiscoveryEntry>, CatalogError> {
+        let Ok(published) = wellknown::published(skill) else {
+            return Ok(None);
+        };
+        if published.is_skill_md_only() {
+            return Ok(Some(DiscoveryEntry::skill_md(&published)));
+        }
+        match self.archive_digest(skill).await {
+            Ok(digest) => Ok(Some(DiscoveryEntry::archive(&published, digest))),
+            Err(CatalogError::Read { name, source }) => {
+                let reason = LeftOut::Archive(source.to_string());
+                tracing::warn!(skill = %name, %reason, "a skill is left out of the discovery index");
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// `GET /.well-known/skills/index.json` of `snapshot`, made once per catalog version.
+    pub async fn legacy_index(&self, snapshot: Arc<Snapshot>) -> Result<Arc<PreparedBody>, CatalogError> {
+        let cell = &snapshot.ready()?.wellknown.legacy;
+        cell.get_or_try_init(|| async {
+            let snapshot = Arc::clone(&snapshot);
+            let made = tokio::task::spawn_blocking(move || snapshot.ready().map(wellknown::legacy_body)).await;
+            match made {
+                Ok(body) => body.map(Arc::new),
+                Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                Err(_) => Err(CatalogError::NotReady),
+            }
+        })
+        .await
+        .cloned()
     }
 
     /// `read` if it gave exactly the listed bytes of `file`; otherwise the snapshot is stale.
@@ -294,15 +394,16 @@ impl LiveCatalog {
             }
             let version = current.version + 1;
             self.report(version, &state);
-            *current = Arc::new(Snapshot { version, state });
-            published = Some(Arc::clone(current));
+            let previous = std::mem::replace(current, Arc::new(Snapshot { version, state }));
+            published = Some((previous, Arc::clone(current)));
             true
         });
-        if let Some(snapshot) = published {
+        if let Some((previous, snapshot)) = published {
             tokio::task::spawn_blocking(move || {
                 if let CatalogState::Ready(catalog) = &snapshot.state {
                     catalog.compress();
                 }
+                report_left_out(&previous, &snapshot);
             });
         }
     }
@@ -405,6 +506,29 @@ impl LiveCatalog {
             }
         }
     }
+}
+
+/// Names the skills the well-known indexes leave out, and why, when a new version changes that
+/// (the first one included). `GET /skills` never says it: it stays nagents' catalog.
+fn report_left_out(previous: &Snapshot, published: &Snapshot) {
+    let CatalogState::Ready(catalog) = &published.state else { return };
+    let now = wellknown::left_out(catalog);
+    let before = match &previous.state {
+        CatalogState::Ready(previous) => wellknown::left_out(previous),
+        _ => Vec::new(),
+    };
+    let unchanged = now.len() == before.len()
+        && now.iter().zip(&before).all(|((a, why_a), (b, why_b))| a.skill.name() == b.skill.name() && why_a == why_b);
+    if unchanged {
+        return;
+    }
+    let version = published.version;
+    if now.is_empty() {
+        tracing::info!(version, "the well-known indexes publish every skill");
+        return;
+    }
+    let skills = now.iter().map(|(skill, why)| format!("{}: {why}", skill.skill.name())).collect::<Vec<_>>().join("; ");
+    tracing::warn!(version, count = now.len(), skills, "skills left out of the well-known indexes");
 }
 
 /// The watches on the roots. Each root is watched recursively at the directory it resolves to

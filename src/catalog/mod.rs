@@ -6,6 +6,7 @@ mod error;
 mod files;
 mod live;
 mod snapshot;
+mod wellknown;
 
 pub use contents::Content;
 pub use error::CatalogError;
@@ -14,4 +15,7 @@ pub use live::{LiveCatalog, LiveOptions};
 pub use snapshot::{
     Catalog, CatalogBody, CatalogFailure, CatalogSkill, CatalogState, DiagnosticEntry, ETag, PreparedBody,
     ShadowedEntry, SkillEntry, Snapshot,
+};
+pub use wellknown::{
+    ArtifactType, DISCOVERY_SCHEMA, DiscoveryEntry, DiscoveryIndex, LeftOut, LegacyEntry, LegacyIndex, in_legacy_index,
 };

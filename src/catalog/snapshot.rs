@@ -84,7 +84,7 @@ impl PreparedBody {
         self.gzip.get().and_then(Option::as_ref)
     }
 
-    fn compress(&self) {
+    pub(super) fn compress(&self) {
         self.gzip.get_or_init(|| {
             let bytes = if self.bytes.len() >= COMPRESS_FROM { gzip(&self.bytes)? } else { return None };
             let quoted = self.etag.as_str();
@@ -271,6 +271,26 @@ pub struct Catalog {
     pub listing: PreparedBody,
     /// `GET /manifest`.
     pub manifest: PreparedBody,
+    /// The well-known indexes, each made on first use.
+    pub(super) wellknown: WellKnownBodies,
+}
+
+/// The bodies of the well-known indexes of one catalog version, made on first use: the
+/// discovery index reads the files of every skill whose archive digest is not known yet.
+#[derive(Debug, Default)]
+pub(super) struct WellKnownBodies {
+    pub discovery: tokio::sync::OnceCell<Arc<PreparedBody>>,
+    pub legacy: tokio::sync::OnceCell<Arc<PreparedBody>>,
+}
+
+impl WellKnownBodies {
+    /// The bodies made so far, for a catalog of the same skills.
+    fn carried(&self) -> Self {
+        WellKnownBodies {
+            discovery: tokio::sync::OnceCell::new_with(self.discovery.get().cloned()),
+            legacy: tokio::sync::OnceCell::new_with(self.legacy.get().cloned()),
+        }
+    }
 }
 
 impl Catalog {
@@ -352,6 +372,7 @@ impl Catalog {
             error: None,
             listing,
             manifest: PreparedBody::new(manifest.into_bytes(), manifest_etag),
+            wellknown: WellKnownBodies::default(),
         })
     }
 
@@ -365,6 +386,8 @@ impl Catalog {
             listing: listing(&self.skills, &self.shadowed, &self.diagnostics, Some(&error)),
             error: Some(error),
             manifest: self.manifest.clone(),
+            // The same skills: the same indexes.
+            wellknown: self.wellknown.carried(),
         }
     }
 

@@ -19,3 +19,4 @@ mod reference;
 mod security;
 mod spec;
 mod support;
+mod wellknown;
