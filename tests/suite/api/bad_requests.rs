@@ -267,6 +267,14 @@ fn malformed_requests() -> Vec<Bad> {
         bad("GET", "/skills/alpha/archive", 412, "precondition-failed").header("if-match", "\"other\""),
         bad("POST", "/skills/alpha/archive", 405, "method-not-allowed"),
         bad("DELETE", "/skills/alpha/files/SKILL.md", 405, "method-not-allowed"),
+        // The well-known indexes and the older index's files.
+        fine("GET", "/.well-known/agent-skills/index.json"),
+        fine("GET", "/.well-known/skills/index.json"),
+        fine("GET", "/.well-known/skills/alpha/SKILL.md"),
+        bad("GET", "/.well-known/skills/alpha/%2e%2e/beta/SKILL.md", 404, "file-not-found"),
+        bad("GET", "/.well-known/skills/alpha/nothing.md", 404, "file-not-found"),
+        bad("GET", "/.well-known/skills/gamma/SKILL.md", 404, "skill-not-found"),
+        bad("POST", "/.well-known/skills/index.json", 405, "method-not-allowed"),
     ]
 }
 
