@@ -297,3 +297,35 @@ async fn archives_hold_the_folder_and_every_replica_gives_the_same_bytes() {
     first.shutdown().await.unwrap();
     second.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_archive_of_a_folder_swapped_since_the_listing_is_409_and_never_holds_outside_bytes() {
+    let dir = tree();
+    write(&dir.path().join("secret.txt"), SECRET);
+    // No watcher: the listing stays as it was until the server itself notices.
+    let app = TestApp::spawn_dir_with(dir.path(), |options| {
+        options.live = skillcat::catalog::LiveOptions { rescan_interval: None, watch: false };
+    })
+    .await;
+    let guide = dir.path().join("alpha/references/guide.md");
+    std::fs::remove_file(&guide).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("secret.txt"), &guide).unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(5), app.get("/skills/alpha/archive").send())
+        .await
+        .expect("no hang")
+        .unwrap();
+    assert_eq!(answer.status(), 409);
+    assert!(!answer.bytes().await.unwrap().windows(SECRET.len()).any(|window| window == SECRET));
+    // Once rescanned, the symlink is skipped and the archive is whole again, without it.
+    eventually("the rescan skips the symlink", || async {
+        let alpha = listing(&app, "alpha").await;
+        alpha["skipped"].as_array().unwrap().iter().any(|entry| entry["path"] == "references/guide.md")
+    })
+    .await;
+    let answer = app.get("/skills/alpha/archive").send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let bytes = answer.bytes().await.unwrap();
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
+    assert!(zip.by_name("references/guide.md").is_err());
+    app.shutdown().await.unwrap();
+}
