@@ -848,17 +848,8 @@ mod tests {
     /// running only this test), since it would starve the tests running beside it.
     #[test]
     fn a_listing_out_of_descriptors_fails_the_scan() {
-        const CHILD: &str = "SKILLCAT_TEST_FILES_EXHAUSTED_CHILD";
-        const NAME: &str = "directory::files::tests::a_listing_out_of_descriptors_fails_the_scan";
-        if std::env::var_os(CHILD).is_none() {
-            let output = std::process::Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", NAME, "--test-threads", "1", "--nocapture"])
-                .env(CHILD, "1")
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-            assert!(stdout.contains("1 passed"), "the child ran the test: {stdout}");
+        if !super::super::tests::in_child_alone("directory::files::tests::a_listing_out_of_descriptors_fails_the_scan")
+        {
             return;
         }
         let fixture = Fixture::new();

@@ -417,27 +417,34 @@ async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stat
 mod tests {
     use super::*;
 
-    /// Set in the child process that runs the exhausted scan.
-    const CHILD: &str = "SKILLCAT_TEST_EXHAUSTED_CHILD";
+    /// Set in a child process that runs one test alone.
+    const CHILD: &str = "SKILLCAT_TEST_ALONE";
+
+    /// Whether this is the child process that runs `test` alone (this same test binary, with no
+    /// other test beside it). In the parent, runs that child, checks that it ran the test and
+    /// passed, and gives false: tests that lower the process's limits must not starve the tests
+    /// running beside them.
+    pub(crate) fn in_child_alone(test: &str) -> bool {
+        if std::env::var_os(CHILD).is_some() {
+            return true;
+        }
+        let output = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", test, "--test-threads", "1", "--nocapture"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+        assert!(stdout.contains("1 passed"), "the child ran {test}: {stdout}");
+        false
+    }
 
     /// Out of descriptors, a scan fails; it never reports the folders it could not open as empty.
     /// The descriptor limit is lowered in a child process (this same test binary, running only
     /// this test), since it would starve every other test running beside it.
     #[test]
     fn a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders() {
-        if std::env::var_os(CHILD).is_none() {
-            let output = std::process::Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "--exact",
-                    "directory::tests::a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders",
-                ])
-                .args(["--test-threads", "1", "--nocapture"])
-                .env(CHILD, "1")
-                .output()
-                .unwrap();
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-            assert!(stdout.contains("1 passed"), "the child ran the test: {stdout}");
+        if !in_child_alone("directory::tests::a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
