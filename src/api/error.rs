@@ -36,6 +36,8 @@ pub mod responses {
         Changed = 409, "The skill changed or vanished; refresh discovery and retry";
         PreconditionFailed = 412, "An If-Match header does not name the skill's current tag";
         RepresentationPreconditionFailed = 412, "An If-Match header names no current representation's tag";
+        RangeNotSatisfiable = 416, "The range is outside the file";
+        FilesOverBound = 422, "The skill is over a bound on its files (512 files, 16 MiB); the detail says which";
         Unavailable = 503, "The catalog is unavailable: a source failed, or the first discovery is still running";
     }
 }

@@ -38,7 +38,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
         responses::InvalidName,
         responses::UnknownSkill,
         responses::RepresentationPreconditionFailed,
-        (status = 422, description = "The skill is over a bound on its files (512 files, 16 MiB); the detail says which", body = Problem, content_type = "application/problem+json"),
+        responses::FilesOverBound,
         responses::Unavailable,
     ))]
 async fn list_files(
@@ -64,12 +64,18 @@ impl<S: Send + Sync> FromRequestParts<S> for FileRoute {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path((name, path)) = Path::<(String, String)>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiError::BadRequest("the file path is not valid percent-encoded UTF-8".into()))?;
+        let (name, path) = name_and_path(parts, state).await?;
         let name = SkillName::parse(name).map_err(|_| ApiError::InvalidName)?;
         Ok(FileRoute { name, path })
     }
+}
+
+/// The `{name}` and `{*path}` of a route to a file, percent-decoded once.
+pub(super) async fn name_and_path<S: Send + Sync>(parts: &mut Parts, state: &S) -> Result<(String, String), ApiError> {
+    let Path(pair) = Path::<(String, String)>::from_request_parts(parts, state)
+        .await
+        .map_err(|_| ApiError::BadRequest("the file path is not valid percent-encoded UTF-8".into()))?;
+    Ok(pair)
 }
 
 /// One file of a skill, exactly the bytes the listing's digest names.
@@ -89,8 +95,8 @@ impl<S: Send + Sync> FromRequestParts<S> for FileRoute {
         (status = 404, description = "No such skill, or no such file in its listing", body = Problem, content_type = "application/problem+json"),
         responses::Changed,
         responses::PreconditionFailed,
-        (status = 416, description = "The range is outside the file", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The skill is over a bound on its files", body = Problem, content_type = "application/problem+json"),
+        responses::RangeNotSatisfiable,
+        responses::FilesOverBound,
         responses::Unavailable,
     ))]
 async fn get_file(State(app): State<Arc<App>>, route: FileRoute, headers: HeaderMap) -> Result<Response, ApiError> {
@@ -202,7 +208,7 @@ fn file_response(
         responses::UnknownSkill,
         responses::Changed,
         responses::RepresentationPreconditionFailed,
-        (status = 422, description = "The skill is over a bound on its files", body = Problem, content_type = "application/problem+json"),
+        responses::FilesOverBound,
         responses::Unavailable,
     ))]
 async fn get_archive(

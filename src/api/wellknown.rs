@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::Response;
@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem, responses};
-use super::files::serve_file;
+use super::files::{name_and_path, serve_file};
 use super::http::prepared;
 use crate::app::App;
 use crate::catalog::{DiscoveryIndex, LegacyIndex, in_legacy_index};
@@ -75,9 +75,7 @@ impl<S: Send + Sync> FromRequestParts<S> for LegacyFileRoute {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path((name, path)) = Path::<(String, String)>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiError::BadRequest("the file path is not valid percent-encoded UTF-8".into()))?;
+        let (name, path) = name_and_path(parts, state).await?;
         let not_published = || ApiError::SkillNotPublished(format!("no skill named {name:?} in the well-known index"));
         let spec_name = SpecName::parse(&name).map_err(|_| not_published())?;
         let name = SkillName::parse(spec_name.as_str()).map_err(|_| not_published())?;
@@ -103,7 +101,7 @@ impl<S: Send + Sync> FromRequestParts<S> for LegacyFileRoute {
         (status = 404, description = "No such skill in the index, or no such file in its listing", body = Problem, content_type = "application/problem+json"),
         responses::Changed,
         responses::PreconditionFailed,
-        (status = 416, description = "The range is outside the file", body = Problem, content_type = "application/problem+json"),
+        responses::RangeNotSatisfiable,
         responses::Unavailable,
     ))]
 async fn legacy_file(
