@@ -3,6 +3,7 @@
 
 pub mod conformance;
 pub mod events;
+pub mod files;
 pub mod http;
 pub mod nagents;
 pub mod process;
