@@ -1,12 +1,8 @@
 //! Bearer-token authentication: with a token file, every route but the probes needs
 //! `Authorization: Bearer <token>`.
 
-use std::sync::Arc;
-
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderMap, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse as _, Response};
 
 use super::error::ApiError;
 use crate::app::App;
@@ -20,16 +16,9 @@ pub(super) const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Authenticated(pub TokenDigest);
 
-/// The authentication layer: lets the request through (marked [`Authenticated`]) or refuses it
-/// with a 401.
-pub(super) async fn require_token(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
-    match check(&app, &mut request) {
-        Ok(()) => next.run(request).await,
-        Err(refused) => refused.into_response(),
-    }
-}
-
-fn check(app: &App, request: &mut Request) -> Result<(), ApiError> {
+/// Authentication, in the gate of every route: lets the request through (marked
+/// [`Authenticated`]) or refuses it with a 401.
+pub(super) fn check(app: &App, request: &mut Request) -> Result<(), ApiError> {
     let Some(store) = &app.tokens else {
         return Ok(());
     };

@@ -17,7 +17,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem, responses};
-use super::http::{SkillPath, not_modified, precondition_holds, prepared};
+use super::http::{Headers, SkillPath, not_modified, precondition_holds, prepared};
 use crate::app::App;
 use crate::catalog::{CatalogSkill, ETag, FilesBody, media_type};
 
@@ -44,7 +44,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
 async fn list_files(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
-    headers: HeaderMap,
+    Headers(headers): Headers,
 ) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&name)?;
@@ -99,7 +99,11 @@ pub(super) async fn name_and_path<S: Send + Sync>(parts: &mut Parts, state: &S) 
         responses::FilesOverBound,
         responses::Unavailable,
     ))]
-async fn get_file(State(app): State<Arc<App>>, route: FileRoute, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn get_file(
+    State(app): State<Arc<App>>,
+    route: FileRoute,
+    Headers(headers): Headers,
+) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&route.name)?;
     serve_file(&app, skill, &route.path, &headers).await
@@ -117,10 +121,10 @@ pub(super) async fn serve_file(
     let etag = ETag::quoted(&file.digest.to_string());
     let tag: headers::ETag = etag.as_str().parse().expect("digests are valid tags");
     let etag_header = HeaderValue::from_str(etag.as_str()).expect("tags are visible ASCII");
-    if !precondition_holds(headers, &tag) {
+    if !precondition_holds(headers, &etag_header) {
         return Err(ApiError::PreconditionFailed);
     }
-    if not_modified(headers, &tag) {
+    if not_modified(headers, &etag_header) {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_header)]).into_response());
     }
     let bytes = app.catalog.file(skill, file).await?;
@@ -214,7 +218,7 @@ fn file_response(
 async fn get_archive(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
-    headers: HeaderMap,
+    Headers(headers): Headers,
 ) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&name)?;

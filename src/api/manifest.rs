@@ -3,13 +3,12 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::Response;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, responses};
-use super::http::prepared;
+use super::http::{Headers, prepared};
 use crate::app::App;
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
@@ -29,7 +28,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
         responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
-async fn manifest(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn manifest(State(app): State<Arc<App>>, Headers(headers): Headers) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     prepared(&headers, &snapshot.ready()?.manifest, "text/plain; charset=utf-8")
 }

@@ -4,6 +4,7 @@ mod auth;
 mod error;
 mod events;
 mod files;
+mod gate;
 mod http;
 mod manifest;
 mod ops;
@@ -11,20 +12,11 @@ mod skills;
 mod wellknown;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::error_handling::HandleErrorLayer;
-use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
-use axum::middleware::{self, Next};
+use axum::Router;
+use axum::http::{HeaderMap, StatusCode, Uri, Version, header};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Router};
-use tower::ServiceBuilder;
-use tower::limit::GlobalConcurrencyLimitLayer;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -161,118 +153,27 @@ fn declare_host_requirement(document: &mut utoipa::openapi::OpenApi) {
     }
 }
 
-/// The whole application: every route with every layer. A 5xx is an expected state here (not
-/// ready, a failed source, at capacity), so the trace layer logs failures at debug level; real
-/// internal errors are logged where they happen.
+/// The whole application: every route with its layers (see [`gate`]): the gate around every
+/// route, the limits around the bounded ones.
 pub fn router(app: Arc<App>, limits: &Limits) -> Router {
     let (bounded, unbounded) = routers();
-    let bounded = Router::from(bounded).layer(
-        ServiceBuilder::new()
-            .layer(HandleErrorLayer::new(|error: tower::BoxError| async move {
-                if error.is::<tower::load_shed::error::Overloaded>() {
-                    ApiError::Overloaded
-                } else if error.is::<tower::timeout::error::Elapsed>() {
-                    ApiError::Timeout
-                } else {
-                    tracing::error!(%error, "request failed in a layer");
-                    ApiError::Internal
-                }
-            }))
-            .load_shed()
-            // `Router::layer` wraps every route and method separately: one shared semaphore makes
-            // the limit hold for all of them together, not for each one.
-            .layer(GlobalConcurrencyLimitLayer::new(limits.concurrency))
-            .timeout(limits.request_timeout)
-            // For `BoundedBody`, which reads request bodies within it.
-            .layer(Extension(http::BodyDeadline(limits.body_timeout))),
-    );
     Router::new()
-        .merge(bounded)
+        .merge(Router::from(bounded).layer(gate::LimitLayer::new(limits)))
         .merge(Router::from(unbounded))
         .fallback(|| async { ApiError::RouteNotFound })
-        .layer(CatchPanicLayer::custom(|_| ApiError::Internal.into_response()))
-        .layer(middleware::map_response(problem_for_bare_errors))
-        // Outside the limits, so that a request without credentials never takes a slot.
-        .layer(middleware::from_fn_with_state(Arc::clone(&app), auth::require_token))
-        // Before authentication, as hyper's own limits on the request head are.
-        .layer(middleware::from_fn(refuse_long_uris))
-        // Before authentication, as hyper's own checks of the request head are.
-        .layer(middleware::from_fn(require_one_host))
-        // Outermost but for tracing: refusals count too.
-        .layer(middleware::from_fn_with_state(Arc::clone(&app), record_metrics))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(
-            TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)).make_span_with(
-                |request: &Request| {
-                    // A debug span, so that at the default `info` its fields are not formatted for
-                    // every request; `RUST_LOG=skillcat=debug,tower_http=debug` shows it.
-                    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str);
-                    let id = request.headers().get("x-request-id").and_then(|id| id.to_str().ok()).unwrap_or_default();
-                    tracing::debug_span!("request", method = %request.method(), route, request_id = id)
-                },
-            ),
-        )
-        .layer(SetRequestIdLayer::x_request_id(NextRequestId::default()))
+        .layer(gate::GateLayer::new(Arc::clone(&app)))
         .with_state(app)
 }
 
-/// Request ids unique within the process: a random-enough prefix and a counter.
-#[derive(Clone, Default)]
-struct NextRequestId(Arc<AtomicU64>);
-
-impl MakeRequestId for NextRequestId {
-    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
-        static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        let prefix = PREFIX.get_or_init(|| {
-            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-            format!("{:x}-{:x}", std::process::id(), nanos & 0xffff_ffff)
-        });
-        let id = self.0.fetch_add(1, Ordering::Relaxed);
-        // Written on the stack: one allocation (the header value's) per request.
-        let mut buffer = [0u8; 64];
-        let mut cursor = std::io::Cursor::new(&mut buffer[..]);
-        std::io::Write::write_fmt(&mut cursor, format_args!("{prefix}-{id}")).ok()?;
-        let written = usize::try_from(cursor.position()).ok()?;
-        HeaderValue::from_bytes(&buffer[..written]).ok().map(RequestId::new)
-    }
-}
-
-/// The metrics layer: every answer, by route and status, and how long it took.
-async fn record_metrics(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let response = next.run(request).await;
-    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    // Labelled with the template as the OpenAPI document spells it (`{path}`, not axum's
-    // catch-all `{*path}`).
-    let route = match route.contains("{*") {
-        true => std::borrow::Cow::Owned(route.replace("{*", "{")),
-        false => std::borrow::Cow::Borrowed(route),
-    };
-    app.metrics.request(&route, response.status().as_u16(), started.elapsed());
-    response
-}
-
 /// A 414 problem for a request target over [`MAX_URI_BYTES`].
-async fn refuse_long_uris(request: Request, next: Next) -> Response {
-    let uri = request.uri();
+fn check_uri_length(uri: &Uri) -> Result<(), ApiError> {
     let length = uri.authority().map_or(0, |authority| authority.as_str().len())
         + uri.path_and_query().map_or(0, |target| target.as_str().len());
-    if length > MAX_URI_BYTES {
-        return ApiError::UriTooLong.into_response();
-    }
-    next.run(request).await
+    if length > MAX_URI_BYTES { Err(ApiError::UriTooLong) } else { Ok(()) }
 }
 
 /// RFC 9112 3.2: an HTTP/1.1 request without a `Host` header, any request with two, and a
 /// `Host` that is not a host and optional port are refused with 400, before authentication.
-async fn require_one_host(request: Request, next: Next) -> Response {
-    match check_host(request.version(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(refused) => refused.into_response(),
-    }
-}
-
 fn check_host(version: Version, headers: &HeaderMap) -> Result<(), ApiError> {
     let mut hosts = headers.get_all(header::HOST).iter();
     let host = match (hosts.next(), hosts.next()) {
@@ -292,6 +193,22 @@ fn check_host(version: Version, headers: &HeaderMap) -> Result<(), ApiError> {
 /// `uri-host [ ":" port ]`: an authority without user information, whose port is digits. An
 /// empty host cannot name an `http` target (RFC 9110 4.2.1).
 fn is_host_and_port(value: &[u8]) -> bool {
+    is_plain_host_and_port(value) || is_authority_host_and_port(value)
+}
+
+/// The usual `name[:port]`, an authority for certain: decided without making one (which copies
+/// the value).
+fn is_plain_host_and_port(value: &[u8]) -> bool {
+    let (host, port) = match value.iter().rposition(|&byte| byte == b':') {
+        Some(colon) => (&value[..colon], Some(&value[colon + 1..])),
+        None => (value, None),
+    };
+    !host.is_empty()
+        && host.iter().all(|&byte| byte.is_ascii_alphanumeric() || byte == b'.' || byte == b'-')
+        && port.is_none_or(|port| !port.is_empty() && port.iter().all(u8::is_ascii_digit))
+}
+
+fn is_authority_host_and_port(value: &[u8]) -> bool {
     let Ok(authority) = axum::http::uri::Authority::try_from(value) else {
         return false;
     };
@@ -303,7 +220,7 @@ fn is_host_and_port(value: &[u8]) -> bool {
 
 /// Errors made by the framework rather than a handler (405, a rejected body) get the same
 /// problem body as every other error.
-async fn problem_for_bare_errors(response: Response) -> Response {
+fn problem_for_bare_errors(response: Response) -> Response {
     let status = response.status();
     let is_problem = response
         .headers()
@@ -327,4 +244,32 @@ async fn problem_for_bare_errors(response: Response) -> Response {
         problem.headers_mut().insert(header::ALLOW, allow.clone());
     }
     problem
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The shortcut for the usual `Host` never lets through what the full check refuses.
+        #[test]
+        fn plain_hosts_are_authorities(value in proptest::collection::vec(proptest::sample::select(
+            &[b'a', b'Z', b'0', b'9', b'.', b'-', b':', b'@', b'[', b']', b'_', b' ', b'/', b'%', 0xff][..]), 0..12)) {
+            if is_plain_host_and_port(&value) {
+                proptest::prop_assert!(is_authority_host_and_port(&value), "{:?}", value);
+            }
+        }
+    }
+
+    #[test]
+    fn hosts() {
+        for host in ["x", "127.0.0.1:8080", "skills.example.com", "a-b.c:1", "x:", "[::1]:8080", "[::1]"] {
+            assert!(is_host_and_port(host.as_bytes()), "{host}");
+        }
+        for host in ["", "user@x", "x y", "x/skills", "x:port", "x:1:2", "[::1", "x:80a"] {
+            assert!(!is_host_and_port(host.as_bytes()), "{host}");
+        }
+        assert!(is_plain_host_and_port(b"a-b.c:1"));
+        assert!(!is_plain_host_and_port(b"x:"), "left to the full check");
+    }
 }

@@ -12,7 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem, responses};
-use super::http::{BoundedBody, SkillPath, not_modified, precondition_holds, prepared};
+use super::http::{BoundedBody, Headers, SkillPath, not_modified, precondition_holds, prepared};
 use crate::app::App;
 use crate::catalog::{CatalogBody, SkillEntry};
 
@@ -37,7 +37,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
         responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
-async fn list_skills(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn list_skills(State(app): State<Arc<App>>, Headers(headers): Headers) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     prepared(&headers, &snapshot.ready()?.listing, "application/json")
 }
@@ -60,7 +60,7 @@ async fn list_skills(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<
 async fn get_skill(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
-    headers: HeaderMap,
+    Headers(headers): Headers,
 ) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&name)?;
@@ -86,15 +86,15 @@ async fn get_skill(
 async fn skill_content(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
-    headers: HeaderMap,
+    Headers(headers): Headers,
 ) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&name)?;
     let tag = &skill.body;
-    if !precondition_holds(&headers, &tag.tag) {
+    if !precondition_holds(&headers, &tag.etag_header) {
         return Err(ApiError::PreconditionFailed);
     }
-    if not_modified(&headers, &tag.tag) {
+    if not_modified(&headers, &tag.etag_header) {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, tag.etag_header.clone())]).into_response());
     }
     let content = app.catalog.content(skill).await?;
@@ -209,13 +209,13 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 async fn load_skill(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
-    headers: HeaderMap,
+    Headers(headers): Headers,
     BoundedBody(body): BoundedBody,
 ) -> Result<Response, ApiError> {
     let limit = load_request(&headers, &body)?;
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&name)?;
-    if !precondition_holds(&headers, &skill.body.tag) {
+    if !precondition_holds(&headers, &skill.body.etag_header) {
         return Err(ApiError::PreconditionFailed);
     }
     let body = app.catalog.content(skill).await?.load_answer(limit);

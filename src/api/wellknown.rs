@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, State};
-use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::Response;
 use skillcat_core::SkillName;
@@ -18,7 +17,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem, responses};
 use super::files::{name_and_path, serve_file};
-use super::http::prepared;
+use super::http::{Headers, prepared};
 use crate::app::App;
 use crate::catalog::{DiscoveryIndex, LegacyIndex, in_legacy_index};
 use crate::spec::SpecName;
@@ -41,7 +40,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
         responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
-async fn discovery_index(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn discovery_index(State(app): State<Arc<App>>, Headers(headers): Headers) -> Result<Response, ApiError> {
     let index = app.catalog.discovery_index(app.catalog.snapshot()).await?;
     prepared(&headers, &index, "application/json")
 }
@@ -59,7 +58,7 @@ async fn discovery_index(State(app): State<Arc<App>>, headers: HeaderMap) -> Res
         responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
-async fn legacy_index(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn legacy_index(State(app): State<Arc<App>>, Headers(headers): Headers) -> Result<Response, ApiError> {
     let index = app.catalog.legacy_index(app.catalog.snapshot()).await?;
     prepared(&headers, &index, "application/json")
 }
@@ -107,7 +106,7 @@ impl<S: Send + Sync> FromRequestParts<S> for LegacyFileRoute {
 async fn legacy_file(
     State(app): State<Arc<App>>,
     route: LegacyFileRoute,
-    headers: HeaderMap,
+    Headers(headers): Headers,
 ) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill(&route.name)?;
