@@ -86,12 +86,19 @@ impl Histogram {
     }
 }
 
+/// The requests answered on one route.
+#[derive(Debug, Default)]
+struct RouteStats {
+    statuses: BTreeMap<u16, u64>,
+    latency: Histogram,
+}
+
 /// The service's Prometheus metrics.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Requests by route template, then status.
-    requests: Mutex<BTreeMap<String, BTreeMap<u16, u64>>>,
-    latency: Mutex<BTreeMap<String, Histogram>>,
+    /// Requests by route template: by status, and their latency. One lock for both: every
+    /// request takes it.
+    routes: Mutex<BTreeMap<String, RouteStats>>,
     scans: Mutex<Histogram>,
     scan_failures: AtomicU64,
     catalog_failing: AtomicU64,
@@ -104,19 +111,13 @@ impl Metrics {
     /// Records one answered request; `route` is the matched route template, never the raw path.
     pub fn request(&self, route: &str, status: u16, elapsed: Duration) {
         // Routes are few: after the first request of each, recording allocates nothing.
-        let mut requests = lock(&self.requests);
-        match requests.get_mut(route) {
-            Some(statuses) => *statuses.entry(status).or_default() += 1,
-            None => {
-                requests.insert(route.to_owned(), BTreeMap::from([(status, 1)]));
-            }
-        }
-        drop(requests);
-        let mut latency = lock(&self.latency);
-        match latency.get_mut(route) {
-            Some(histogram) => histogram.observe(elapsed.as_secs_f64()),
-            None => latency.entry(route.to_owned()).or_default().observe(elapsed.as_secs_f64()),
-        }
+        let mut routes = lock(&self.routes);
+        let stats = match routes.get_mut(route) {
+            Some(stats) => stats,
+            None => routes.entry(route.to_owned()).or_default(),
+        };
+        *stats.statuses.entry(status).or_default() += 1;
+        stats.latency.observe(elapsed.as_secs_f64());
     }
 
     pub fn scan_finished(&self, elapsed: Duration) {
@@ -152,16 +153,18 @@ impl Metrics {
         let mut out = String::with_capacity(4096);
         out.push_str("# HELP skillcat_http_requests_total HTTP requests answered, by route and status.\n");
         out.push_str("# TYPE skillcat_http_requests_total counter\n");
-        for (route, statuses) in lock(&self.requests).iter() {
-            for (status, count) in statuses {
+        let routes = lock(&self.routes);
+        for (route, stats) in routes.iter() {
+            for (status, count) in &stats.statuses {
                 let _ = writeln!(out, "skillcat_http_requests_total{{route=\"{route}\",status=\"{status}\"}} {count}");
             }
         }
         out.push_str("# HELP skillcat_http_request_duration_seconds Time to answer a request, by route.\n");
         out.push_str("# TYPE skillcat_http_request_duration_seconds histogram\n");
-        for (route, histogram) in lock(&self.latency).iter() {
-            histogram.render(&mut out, "skillcat_http_request_duration_seconds", &format!("route=\"{route}\""));
+        for (route, stats) in routes.iter() {
+            stats.latency.render(&mut out, "skillcat_http_request_duration_seconds", &format!("route=\"{route}\""));
         }
+        drop(routes);
         out.push_str("# HELP skillcat_scan_duration_seconds Time to discover every source and prepare a snapshot.\n");
         out.push_str("# TYPE skillcat_scan_duration_seconds histogram\n");
         lock(&self.scans).render(&mut out, "skillcat_scan_duration_seconds", "");

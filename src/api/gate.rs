@@ -14,8 +14,8 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -35,12 +35,11 @@ const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 #[derive(Clone)]
 pub(super) struct GateLayer {
     app: Arc<App>,
-    ids: Arc<RequestIds>,
 }
 
 impl GateLayer {
     pub(super) fn new(app: Arc<App>) -> Self {
-        GateLayer { app, ids: Arc::new(RequestIds::new()) }
+        GateLayer { app }
     }
 }
 
@@ -48,7 +47,7 @@ impl<S> Layer<S> for GateLayer {
     type Service = Gate<S>;
 
     fn layer(&self, inner: S) -> Gate<S> {
-        Gate { inner, app: Arc::clone(&self.app), ids: Arc::clone(&self.ids) }
+        Gate { inner, app: Arc::clone(&self.app) }
     }
 }
 
@@ -56,7 +55,6 @@ impl<S> Layer<S> for GateLayer {
 pub(super) struct Gate<S> {
     inner: S,
     app: Arc<App>,
-    ids: Arc<RequestIds>,
 }
 
 impl<S> Service<Request> for Gate<S>
@@ -77,7 +75,7 @@ where
         // A client's own id is kept (and sent back); otherwise one is made.
         let id = match request.headers().get(X_REQUEST_ID) {
             Some(id) => id.clone(),
-            None => self.ids.next(),
+            None => next_request_id(),
         };
         // A debug span, so that at the default `info` its fields are not formatted for every
         // request; `RUST_LOG=skillcat::api=debug` shows it and the lines below.
@@ -164,40 +162,34 @@ where
     }
 }
 
-/// Request ids unique within the process: a random-enough prefix and a counter.
-struct RequestIds {
-    /// `{pid:x}-{nanos:x}-`, at most 26 bytes.
-    prefix: String,
-    next: AtomicU64,
-}
-
-impl RequestIds {
-    fn new() -> Self {
+/// A request id unique within the process: a random-enough prefix and a counter, written on the
+/// stack without the formatting machinery (which cost more than the rest of the id): one
+/// allocation, the header value's.
+fn next_request_id() -> HeaderValue {
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // `{pid:x}-{nanos:x}-`, at most 26 bytes.
+    let prefix = PREFIX.get_or_init(|| {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        RequestIds { prefix: format!("{:x}-{:x}-", std::process::id(), nanos & 0xffff_ffff), next: AtomicU64::new(0) }
-    }
-
-    /// The next id, written on the stack without the formatting machinery (which cost more than
-    /// the rest of the id): one allocation, the header value's.
-    fn next(&self) -> HeaderValue {
-        let mut id = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut digits = [0u8; 20];
-        let mut start = digits.len();
-        loop {
-            start -= 1;
-            digits[start] = b'0' + (id % 10) as u8;
-            id /= 10;
-            if id == 0 {
-                break;
-            }
+        format!("{:x}-{:x}-", std::process::id(), nanos & 0xffff_ffff)
+    });
+    let mut id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (id % 10) as u8;
+        id /= 10;
+        if id == 0 {
+            break;
         }
-        let mut buffer = [0u8; 64];
-        let prefix = self.prefix.as_bytes();
-        let digits = &digits[start..];
-        buffer[..prefix.len()].copy_from_slice(prefix);
-        buffer[prefix.len()..prefix.len() + digits.len()].copy_from_slice(digits);
-        HeaderValue::from_bytes(&buffer[..prefix.len() + digits.len()]).expect("hex digits, decimal digits and hyphens")
     }
+    let digits = &digits[start..];
+    let mut buffer = [0u8; 64];
+    let prefix = prefix.as_bytes();
+    buffer[..prefix.len()].copy_from_slice(prefix);
+    buffer[prefix.len()..prefix.len() + digits.len()].copy_from_slice(digits);
+    HeaderValue::from_bytes(&buffer[..prefix.len() + digits.len()]).expect("hex digits, decimal digits and hyphens")
 }
 
 /// The layer of the bounded routes: see the module documentation.

@@ -73,3 +73,25 @@ async fn wrong_methods_are_405_with_allow_and_unknown_routes_404() {
     assert_eq!(problem["detail"], "no such route");
     app.shutdown().await.unwrap();
 }
+
+/// Every answer carries an `x-request-id`: a new one per request (refusals and problems too), or
+/// the client's own, sent back as it came.
+#[tokio::test]
+async fn every_answer_carries_a_request_id() {
+    let (_dir, app) = serve_two_skills().await;
+    let mut seen = std::collections::HashSet::new();
+    for (path, status) in [("/skills", 200), ("/skills", 200), ("/skills/nobody", 404), ("/no/such/route", 404)] {
+        let answer = get(&app, path, &[]).await;
+        assert_eq!(answer.status, status, "{path}");
+        let id = answer.header("x-request-id").unwrap_or_else(|| panic!("{path}: no x-request-id in {answer:?}"));
+        assert!(!id.is_empty() && id.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'-'), "{id:?}");
+        assert!(seen.insert(id.to_owned()), "{id} given twice");
+    }
+    let answer = get(&app, "/skills", &[("x-request-id", "client-chosen-7")]).await;
+    assert_eq!(answer.header("x-request-id"), Some("client-chosen-7"));
+    // A refusal before the handler (here a wrong Host) carries one too.
+    let answer = get(&app, "/skills", &[("host", "user@x")]).await;
+    assert_eq!(answer.status, 400);
+    assert!(answer.header("x-request-id").is_some(), "{answer:?}");
+    app.shutdown().await.unwrap();
+}
