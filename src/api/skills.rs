@@ -146,6 +146,10 @@ fn load_request(headers: &HeaderMap, bytes: &[u8]) -> Result<TokenLimit, ApiErro
     if !json {
         return Err(ApiError::UnsupportedMediaType);
     }
+    // A well-formed body is read once; any other is read again to say what is wrong with it.
+    if let Ok(Object(request)) = serde_json::from_slice::<Object<LoadRequest>>(bytes) {
+        return Ok(request.token_limit.unwrap_or_default());
+    }
     let malformed = |error: serde_json::Error| ApiError::MalformedJson(error.to_string());
     // The syntax first, then the shape: a body cut short is malformed even where its start
     // already names a field twice.
