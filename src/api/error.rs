@@ -72,6 +72,9 @@ pub enum ApiError {
     MalformedJson(String),
     #[error("{0}")]
     BadRequest(String),
+    /// A search's query string: what is wrong with it.
+    #[error("{0}")]
+    InvalidQuery(String),
     #[error("the request body must be application/json")]
     UnsupportedMediaType,
     #[error("the request body is larger than 65536 bytes")]
@@ -130,6 +133,7 @@ impl ApiError {
             }
             MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON"),
             BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request", "Bad request"),
+            InvalidQuery(_) => (StatusCode::BAD_REQUEST, "invalid-query", "Invalid query"),
             UnsupportedMediaType => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", "Unsupported media type")
             }

@@ -7,6 +7,7 @@ mod files;
 mod http;
 mod manifest;
 mod ops;
+mod search;
 mod skills;
 mod wellknown;
 
@@ -76,6 +77,7 @@ struct ApiDoc;
 fn routers() -> (OpenApiRouter<Arc<App>>, OpenApiRouter<Arc<App>>) {
     let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(skills::router())
+        .merge(search::router())
         .merge(files::router())
         .merge(wellknown::router())
         .merge(manifest::router());

@@ -16,6 +16,7 @@ mod live;
 mod openapi;
 mod operators;
 mod reference;
+mod search;
 mod security;
 mod spec;
 mod support;

@@ -275,6 +275,24 @@ fn malformed_requests() -> Vec<Bad> {
         bad("GET", "/.well-known/skills/alpha/nothing.md", 404, "file-not-found"),
         bad("GET", "/.well-known/skills/gamma/SKILL.md", 404, "skill-not-found"),
         bad("POST", "/.well-known/skills/index.json", 405, "method-not-allowed"),
+        // Search: the query and the limit.
+        fine("GET", "/search?q=alpha"),
+        fine("GET", "/search?q=%C3%A9t%C3%A9&limit=100&x=1"),
+        fine("GET", "/search?q=nothing+matches+this"),
+        bad("GET", "/search", 400, "invalid-query"),
+        bad("GET", "/search?limit=5", 400, "invalid-query"),
+        bad("GET", "/search?q=", 400, "invalid-query"),
+        bad("GET", "/search?q=+%20-_", 400, "invalid-query"),
+        bad("GET", format!("/search?q={}", "a".repeat(257)), 400, "invalid-query"),
+        bad("GET", "/search?q=%FF", 400, "invalid-query"),
+        bad("GET", "/search?q=a&q=b", 400, "invalid-query"),
+        bad("GET", "/search?q=a&limit=0", 400, "invalid-query"),
+        bad("GET", "/search?q=a&limit=101", 400, "invalid-query"),
+        bad("GET", "/search?q=a&limit=2.5", 400, "invalid-query"),
+        bad("GET", "/search?q=a&limit=-1", 400, "invalid-query"),
+        bad("GET", "/search?q=a&limit=", 400, "invalid-query"),
+        bad("GET", "/search?q=a&limit=99999999999999999999999", 400, "invalid-query"),
+        bad("POST", "/search?q=a", 405, "method-not-allowed"),
     ]
 }
 
