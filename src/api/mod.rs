@@ -7,6 +7,7 @@ mod files;
 mod http;
 mod manifest;
 mod ops;
+mod pages;
 mod search;
 mod skills;
 mod wellknown;
@@ -67,6 +68,7 @@ impl Default for Limits {
         (name = "installers", description = "The well-known indexes installers read, of the skills whose names follow the agentskills.io rules"),
         (name = "catalog", description = "The manifest and change events"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
+        (name = "pages", description = "HTML pages for people: the catalog, a page per skill, the login; errors are HTML pages for browsers"),
     ),
     components(schemas(Problem))
 )]
@@ -80,7 +82,8 @@ fn routers() -> (OpenApiRouter<Arc<App>>, OpenApiRouter<Arc<App>>) {
         .merge(search::router())
         .merge(files::router())
         .merge(wellknown::router())
-        .merge(manifest::router());
+        .merge(manifest::router())
+        .merge(pages::router());
     (bounded, events::router().merge(ops::router()))
 }
 
@@ -196,6 +199,8 @@ pub fn router(app: Arc<App>, limits: &Limits) -> Router {
         .layer(middleware::map_response(problem_for_bare_errors))
         // Outside the limits, so that a request without credentials never takes a slot.
         .layer(middleware::from_fn_with_state(Arc::clone(&app), auth::require_token))
+        // Outside authentication, so that a browser's 401 is the login page.
+        .layer(middleware::from_fn(error::html_for_browsers))
         // Before authentication, as hyper's own limits on the request head are.
         .layer(middleware::from_fn(refuse_long_uris))
         // Before authentication, as hyper's own checks of the request head are.
@@ -307,10 +312,10 @@ fn is_host_and_port(value: &[u8]) -> bool {
 /// problem body as every other error.
 async fn problem_for_bare_errors(response: Response) -> Response {
     let status = response.status();
-    let is_problem = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(b"application/problem+json"));
+    // A page's own error (the login form again after a wrong token) is an answer already.
+    let is_problem = response.headers().get(header::CONTENT_TYPE).is_some_and(|value| {
+        value.as_bytes().starts_with(b"application/problem+json") || value.as_bytes().starts_with(b"text/html")
+    });
     if !(status.is_client_error() || status.is_server_error()) || is_problem {
         return response;
     }

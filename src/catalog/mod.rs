@@ -20,5 +20,6 @@ pub use snapshot::{
     ShadowedEntry, SkillEntry, Snapshot,
 };
 pub use wellknown::{
-    ArtifactType, DISCOVERY_SCHEMA, DiscoveryEntry, DiscoveryIndex, LeftOut, LegacyEntry, LegacyIndex, in_legacy_index,
+    ArtifactType, DISCOVERY_SCHEMA, DiscoveryEntry, DiscoveryIndex, LeftOut, LegacyEntry, LegacyIndex,
+    in_discovery_index, in_legacy_index,
 };

@@ -52,21 +52,23 @@ impl<K> Default for PageCache<K> {
 impl<K: PartialEq> PageCache<K> {
     pub const CAPACITY: usize = 64;
 
-    /// The page kept for `key`, or the one `make` makes (kept while there is room). Pages are made
-    /// outside the lock: two requests may make the same page at once, and the first one is kept.
-    pub fn get_or_make<E>(&self, key: K, make: impl FnOnce() -> Result<Bytes, E>) -> Result<Bytes, E> {
-        if let Some((_, page)) = self.entries.lock().expect("page cache").iter().find(|(known, _)| *known == key) {
-            return Ok(page.clone());
-        }
-        let page = make()?;
+    /// The page kept for `key`.
+    pub fn get(&self, key: &K) -> Option<Bytes> {
+        let entries = self.entries.lock().expect("page cache");
+        entries.iter().find(|(known, _)| known == key).map(|(_, page)| page.clone())
+    }
+
+    /// Keeps `page` for `key` while there is room; answers the page kept for `key` (when two
+    /// requests made the same page at once, the first one's).
+    pub fn insert(&self, key: K, page: Bytes) -> Bytes {
         let mut entries = self.entries.lock().expect("page cache");
         if let Some((_, kept)) = entries.iter().find(|(known, _)| *known == key) {
-            return Ok(kept.clone());
+            return kept.clone();
         }
         if entries.len() < Self::CAPACITY {
             entries.push((key, page.clone()));
         }
-        Ok(page)
+        page
     }
 }
 
@@ -77,19 +79,16 @@ mod tests {
     #[test]
     fn pages_are_kept_up_to_the_bound() {
         let cache = PageCache::<usize>::default();
-        let mut made = 0;
-        for round in 0..2 {
-            for key in 0..PageCache::<usize>::CAPACITY + 10 {
-                let page = cache
-                    .get_or_make(key, || {
-                        made += 1;
-                        Ok::<_, ()>(Bytes::from(format!("{key}")))
-                    })
-                    .unwrap();
-                assert_eq!(page, format!("{key}"), "round {round}");
-            }
+        for key in 0..PageCache::<usize>::CAPACITY + 10 {
+            assert_eq!(cache.insert(key, Bytes::from(format!("{key}"))), format!("{key}"));
         }
-        // The first round made every page; the second only those past the bound.
-        assert_eq!(made, PageCache::<usize>::CAPACITY + 10 + 10);
+        assert_eq!(cache.get(&0).unwrap(), "0");
+        assert_eq!(
+            cache.get(&(PageCache::<usize>::CAPACITY - 1)).unwrap(),
+            format!("{}", PageCache::<usize>::CAPACITY - 1)
+        );
+        assert!(cache.get(&PageCache::<usize>::CAPACITY).is_none(), "past the bound nothing is kept");
+        // The first page made for a key is the one answered.
+        assert_eq!(cache.insert(0, Bytes::from_static(b"again")), "0");
     }
 }

@@ -273,6 +273,25 @@ pub fn body_after_frontmatter(content: &str) -> &str {
     content
 }
 
+/// The frontmatter's top-level fields as text, for showing: each key and its value (a scalar as
+/// written, a list's items joined with ", ", a mapping's entries as `key: value`), in the file's
+/// order; or why there is no frontmatter to show.
+pub fn frontmatter_fields(content: &str) -> Result<Vec<(String, String)>, String> {
+    fn show(node: &Node) -> String {
+        match node {
+            Node::Scalar(scalar) => scalar.text.to_string(),
+            Node::Sequence(items) => items.iter().map(|item| show(item)).collect::<Vec<_>>().join(", "),
+            Node::Mapping(entries) => entries
+                .iter()
+                .map(|(key, value)| format!("{}: {}", key.key_text(), show(value)))
+                .collect::<Vec<_>>()
+                .join("; "),
+            Node::Collapsed(_) => format!("({})", node.describe()),
+        }
+    }
+    Ok(frontmatter(content)?.iter().map(|(key, value)| (key.key_text(), show(value))).collect())
+}
+
 /// The frontmatter's top-level entries. It is found as nagents finds it (a first line `---`,
 /// closed by the next line `---`, Python's line breaks), so both readings agree on where it is.
 fn frontmatter(content: &str) -> Result<Entries, String> {

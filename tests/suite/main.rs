@@ -15,6 +15,7 @@ mod image;
 mod live;
 mod openapi;
 mod operators;
+mod pages;
 mod reference;
 mod search;
 mod security;

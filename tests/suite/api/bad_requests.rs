@@ -150,7 +150,7 @@ fn malformed_requests() -> Vec<Bad> {
         bad("GET", "/skills/", 404, "not-found"),
         bad("GET", "/skills//content", 400, "invalid-name"),
         bad("GET", "/SKILLS", 404, "not-found"),
-        bad("GET", "/", 404, "not-found"),
+        fine("GET", "/"),
         bad("POST", "/nowhere", 404, "not-found"),
         bad("GET", "/skills/alpha/content/", 404, "not-found"),
         // Query strings are ignored.
@@ -293,6 +293,33 @@ fn malformed_requests() -> Vec<Bad> {
         bad("GET", "/search?q=a&limit=", 400, "invalid-query"),
         bad("GET", "/search?q=a&limit=99999999999999999999999", 400, "invalid-query"),
         bad("POST", "/search?q=a", 405, "method-not-allowed"),
+        // Pages: the catalog's page number, a skill's name; the login form.
+        fine("GET", "/?page=1&x=y"),
+        bad("GET", "/?page=0", 400, "invalid-query"),
+        bad("GET", "/?page=2", 400, "invalid-query"),
+        bad("GET", "/?page=x", 400, "invalid-query"),
+        bad("GET", "/?page=1&page=1", 400, "invalid-query"),
+        bad("GET", "/?page=%FF", 400, "invalid-query"),
+        bad("POST", "/", 405, "method-not-allowed"),
+        fine("GET", "/ui/skills/alpha"),
+        bad("GET", "/ui/skills/gamma", 404, "skill-not-found"),
+        bad("GET", "/ui/skills/a%20b", 400, "invalid-name"),
+        bad("GET", "/ui/skills/%2e%2e", 400, "invalid-name"),
+        bad("GET", "/ui/skills/alpha/x", 404, "not-found"),
+        bad("DELETE", "/ui/skills/alpha", 405, "method-not-allowed"),
+        fine("GET", "/ui/app.js"),
+        fine("GET", "/ui/style.css"),
+        bad("GET", "/ui/other.js", 404, "not-found"),
+        fine("GET", "/ui/login?next=%FF"),
+        bad("POST", "/ui/login", 415, "unsupported-media-type"),
+        bad("POST", "/ui/login", 415, "unsupported-media-type").body("application/json", "{\"token\": \"t\"}"),
+        bad("POST", "/ui/login", 400, "bad-request").body("application/x-www-form-urlencoded", "next=%2F"),
+        bad("POST", "/ui/login", 400, "bad-request").body("application/x-www-form-urlencoded", "token=a&token=b"),
+        bad("POST", "/ui/login", 403, "cross-site")
+            .header("origin", "https://evil.example")
+            .body("application/x-www-form-urlencoded", "token=t"),
+        bad("POST", "/ui/logout", 403, "cross-site").header("sec-fetch-site", "cross-site"),
+        bad("PUT", "/ui/logout", 405, "method-not-allowed"),
     ]
 }
 
