@@ -291,3 +291,53 @@ async fn with_a_token_file_pages_need_a_login_and_the_cookie_only_reads() {
     assert!(out.headers()["set-cookie"].to_str().unwrap().contains("Max-Age=0"));
     app.shutdown().await.unwrap();
 }
+
+/// The text of the snippet `id` of a skill page, as a browser shows it.
+fn snippet(html: &str, id: &str) -> String {
+    let start = html.find(&format!("<code id=\"{id}\">")).unwrap_or_else(|| panic!("no {id}")) + id.len() + 12;
+    let end = start + html[start..].find("</code>").expect("the end of the snippet");
+    html[start..end]
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// Runs `program` with `arguments` off the runtime's thread (the server answers on it meanwhile);
+/// its standard output.
+async fn run(program: std::path::PathBuf, arguments: Vec<String>, environment: Vec<(String, String)>) -> String {
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(&program).args(&arguments).envs(environment).output().expect("run the snippet")
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn the_curl_and_python_snippets_work_as_pasted() {
+    let (first, second) = catalog();
+    let app = serve(&first, &second).await;
+    let (_, _, html) = page(&app, "/ui/skills/documented").await;
+    let curl = snippet(&html, "snippet-curl");
+    let content = curl.lines().next().expect("the content request");
+    assert_eq!(run("sh".into(), vec!["-c".into(), content.to_owned()], Vec::new()).await, DOCUMENTED);
+    let load = curl.lines().nth(1).expect("the load request");
+    let loaded: serde_json::Value =
+        serde_json::from_str(&run("sh".into(), vec!["-c".into(), load.to_owned()], Vec::new()).await).unwrap();
+    assert_eq!((loaded["name"].as_str(), loaded["token_limit"].as_u64()), (Some("documented"), Some(2000)));
+    let Some(python) = crate::support::nagents::python("the_curl_and_python_snippets_work_as_pasted") else {
+        return;
+    };
+    let integration = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/nagents");
+    let printed = run(
+        python,
+        vec!["-c".into(), snippet(&html, "snippet-python")],
+        vec![("PYTHONPATH".into(), integration.display().to_string())],
+    )
+    .await;
+    assert_eq!(printed, format!("{DOCUMENTED}\n"));
+    app.shutdown().await.unwrap();
+}

@@ -63,7 +63,7 @@ fn secure(headers: &mut HeaderMap) {
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
 }
 
 /// The frame of a page of `app` showing `catalog`.

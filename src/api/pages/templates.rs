@@ -22,7 +22,7 @@ fn page(frame: &Frame<'_>, main: Markup) -> Markup {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="referrer" content="no-referrer";
+                meta name="referrer" content="same-origin";
                 title { (frame.title) " · skillcat" }
                 link rel="stylesheet" href="/ui/style.css";
                 script src="/ui/app.js" defer {}
@@ -111,7 +111,7 @@ fn skill_row(entry: &SkillEntry) -> Markup {
     html! {
         tr data-name=(entry.name.as_str()) {
             td { a href={ "/ui/skills/" (entry.name.as_str()) } { (entry.name.as_str()) } }
-            td { (entry.description) }
+            td { span.clamp title=(entry.description) { (entry.description) } }
             td.source { (entry.source) }
         }
     }
@@ -194,6 +194,10 @@ pub fn skill(frame: &Frame<'_>, view: &SkillPage<'_>) -> Markup {
                     Err(why) => p.note { (why) },
                 }
             }
+            section #content {
+                h2 { "SKILL.md" }
+                article.markdown { (PreEscaped(&view.body)) }
+            }
             section #files {
                 h2 { "Files" }
                 @match &view.files {
@@ -228,10 +232,6 @@ pub fn skill(frame: &Frame<'_>, view: &SkillPage<'_>) -> Markup {
                 @if let Some(why) = &view.not_installable {
                     p.note { "Installers do not get this skill: " (why) }
                 }
-            }
-            section #content {
-                h2 { "SKILL.md" }
-                article.markdown { (PreEscaped(&view.body)) }
             }
         }
     };
@@ -329,10 +329,10 @@ fn snippets(
          let skill = skills.iter().find(|skill| skill.name().as_str() == \"{name}\").expect(\"in the catalog\");\n\
          let content = remote.load(skill).await?;"
     );
-    let python_token = if token { ", token=os.environ[\"SKILLCAT_TOKEN\"]" } else { "" };
+    let (python_os, python_token) = if token { (", os", ", token=os.environ[\"SKILLCAT_TOKEN\"]") } else { ("", "") };
     let python = format!(
         "# integrations/nagents/skillcat_remote.py, beside nagents\n\
-         import asyncio, os\n\
+         import asyncio{python_os}\n\
          from skillcat_remote import RemoteSkillDiscoverer\n\n\
          async def main():\n    \
              remote = RemoteSkillDiscoverer(\"{base}\"{python_token})\n    \
