@@ -95,6 +95,10 @@ impl LiveCatalog {
         Arc::clone(&self.inner.snapshots.borrow())
     }
 
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
     /// Every published snapshot, starting with the current one.
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.inner.snapshots.subscribe()

@@ -132,7 +132,8 @@ pub struct SearchIndex {
     /// Every term, sorted (so that a prefix is a range), and its postings in skill order.
     terms: Vec<Box<str>>,
     postings: Vec<Vec<Posting>>,
-    average_lengths: [f32; FIELDS],
+    /// For each skill, BM25's length normalization of each field: `1 - b + b * length / average`.
+    norms: Vec<[f32; FIELDS]>,
 }
 
 /// A parsed query.
@@ -170,10 +171,16 @@ impl SearchQuery {
         Ok(SearchQuery { terms, prefix })
     }
 
-    /// Whether `term` (normalized) is one the query asks for.
-    fn matches(&self, term: &str) -> bool {
-        self.terms.iter().any(|wanted| wanted == term)
-            || (self.prefix && self.terms.last().is_some_and(|last| term.starts_with(last.as_str())))
+    /// Whether `word` (a term of a text, as written) is one the query asks for: compared as
+    /// its normalized form, without making it.
+    fn matches(&self, word: &str) -> bool {
+        let normalized = || word.chars().flat_map(char::to_lowercase).take(MAX_TERM_CHARS);
+        self.terms.iter().any(|wanted| normalized().eq(wanted.chars()))
+            || (self.prefix
+                && self.terms.last().is_some_and(|last| {
+                    let mut word = normalized();
+                    last.chars().all(|expected| word.next() == Some(expected))
+                }))
     }
 }
 
@@ -226,9 +233,15 @@ impl SearchIndex {
         let mut sorted: Vec<(&str, Vec<Posting>)> = postings.into_iter().collect();
         sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let count = skills.len().max(1) as f64;
-        let average_lengths = totals.map(|total| ((total / count) as f32).max(1.0));
+        let averages = totals.map(|total| ((total / count) as f32).max(1.0));
+        let norms = skills
+            .iter()
+            .map(|(_, document)| {
+                std::array::from_fn(|field| 1.0 - B + B * document.fields[field].length as f32 / averages[field])
+            })
+            .collect();
         let (terms, postings) = sorted.into_iter().map(|(term, list)| (Box::<str>::from(term), list)).unzip();
-        SearchIndex { skills, terms, postings, average_lengths }
+        SearchIndex { skills, terms, postings, norms }
     }
 
     pub fn len(&self) -> usize {
@@ -283,13 +296,9 @@ impl SearchIndex {
                 let idf = (1.0 + (skills - frequency + 0.5) / (frequency + 0.5)).ln();
                 for posting in list {
                     let skill = posting.skill as usize;
-                    let lengths = &self.skills[skill].1.fields;
-                    let tf: f32 = (0..FIELDS)
-                        .map(|field| {
-                            let length = lengths[field].length as f32 / self.average_lengths[field];
-                            WEIGHTS[field] * posting.counts[field] as f32 / (1.0 - B + B * length)
-                        })
-                        .sum();
+                    let norms = &self.norms[skill];
+                    let tf: f32 =
+                        (0..FIELDS).map(|field| WEIGHTS[field] * posting.counts[field] as f32 / norms[field]).sum();
                     scores[skill] += weight * idf * tf * (K1 + 1.0) / (tf + K1);
                     found[skill] |= bit;
                 }
@@ -331,7 +340,7 @@ impl SearchIndex {
 /// The part of `text` around the first word the query matches, with every matching word in it
 /// highlighted and runs of whitespace made one space; `None` when no word matches.
 fn excerpt(text: &str, query: &SearchQuery) -> Option<Vec<ExcerptPart>> {
-    let (first, _) = term_ranges(text).find(|(start, end)| query.matches(&normalize(&text[*start..*end])))?;
+    let (first, _) = term_ranges(text).find(|(start, end)| query.matches(&text[*start..*end]))?;
     // From up to EXCERPT_BEFORE characters before the match, starting after a space if there is one.
     let mut start = text[..first].char_indices().rev().nth(EXCERPT_BEFORE - 1).map_or(0, |(at, _)| at);
     if start > 0
@@ -353,7 +362,7 @@ fn excerpt(text: &str, query: &SearchQuery) -> Option<Vec<ExcerptPart>> {
     }
     let mut at = 0;
     for (word_start, word_end) in term_ranges(window) {
-        if !query.matches(&normalize(&window[word_start..word_end])) {
+        if !query.matches(&window[word_start..word_end]) {
             continue;
         }
         push_collapsed(&mut plain, &window[at..word_start]);
@@ -436,6 +445,7 @@ impl LiveCatalog {
                             .buffered(CONCURRENT_READS)
                             .collect()
                             .await;
+                    live.metrics().search_index_made();
                     match tokio::task::spawn_blocking(move || SearchIndex::build(documents)).await {
                         Ok(index) => Arc::new(index),
                         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
@@ -462,6 +472,7 @@ impl LiveCatalog {
             .search
             .get_or_try_init(|| async {
                 let text = self.text(skill).await?;
+                self.metrics().search_document_made();
                 let (name, description) = (skill.skill.name().as_str(), skill.skill.description());
                 Ok::<_, CatalogError>(Arc::new(SearchDocument::new(name, description, Some(&text))))
             })

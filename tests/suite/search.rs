@@ -106,19 +106,24 @@ async fn limits_cut_the_hits_but_not_the_total() {
 }
 
 #[tokio::test]
-async fn the_index_follows_the_catalog() {
+async fn the_index_follows_the_catalog_and_remakes_only_what_changed() {
     let dir = catalog();
     let app = TestApp::spawn_dir(dir.path()).await;
     assert_eq!(search(&app, "kangaroo").await["total"], 0);
+    let etag_of = |body: &Value, name: &str| {
+        body["skills"].as_array().unwrap().iter().find(|skill| skill["name"] == name).map(|skill| skill["etag"].clone())
+    };
+    let before = etag_of(&app.wait_for_catalog(|_| true).await, "slides");
     write_skill(&dir.path().join("slides"), &skill_md("slides", "Make presentation decks", "A kangaroo theme.\n"));
     write_skill(&dir.path().join("zoo"), &skill_md("zoo", "Animals", "Kangaroo facts.\n"));
-    eventually("the changed and the new skill are found", || async {
-        let body = search(&app, "kangaroo").await;
-        let mut found = names(&body);
-        found.sort_unstable();
-        found == ["slides", "zoo"]
-    })
-    .await;
+    app.wait_for_catalog(|body| etag_of(body, "zoo").is_some() && etag_of(body, "slides") != before).await;
+    let mut found = names(&search(&app, "kangaroo").await).into_iter().map(str::to_owned).collect::<Vec<_>>();
+    found.sort_unstable();
+    assert_eq!(found, ["slides", "zoo"]);
+    // One index per catalog version searched; documents only for the skills that changed (the
+    // first index made all 4, this one the changed and the new skill).
+    assert_eq!(app.metric("skillcat_search_indexes_total").await, 2);
+    assert_eq!(app.metric("skillcat_search_documents_total").await, 4 + 2);
     std::fs::remove_dir_all(dir.path().join("zoo")).unwrap();
     eventually("the removed skill is gone", || async { names(&search(&app, "kangaroo").await) == ["slides"] }).await;
     app.shutdown().await.unwrap();
