@@ -459,8 +459,8 @@ class RemoteSkillDiscoverer:
     async def search(self, query: str, limit: int | None = None) -> SearchResults:
         """The skills that best match ``query`` (``GET /search``), at most ``limit`` (1 to 100;
         ``None``: the server's default, 20), ranked by relevance to their names, descriptions and
-        ``SKILL.md`` texts. A query with no letter or digit, or over 256 characters, is refused
-        with a ``SkillcatError`` of kind ``invalid-query``."""
+        ``SKILL.md`` texts. A query without a letter or digit matches nothing; one over 256
+        characters is refused with a ``SkillcatError`` of kind ``invalid-query``."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100):
             raise ValueError(f"a search limit is an integer from 1 to 100, not {limit!r}")
         parameters = {"q": query} if limit is None else {"q": query, "limit": str(limit)}

@@ -60,6 +60,9 @@ pub enum ApiError {
     FilesUnavailable(String),
     #[error("no such route")]
     RouteNotFound,
+    /// A page of the catalog past its last: how many pages it has.
+    #[error("the catalog has {0} pages of skills")]
+    PageNotFound(usize),
     #[error("this route does not answer that method")]
     MethodNotAllowed,
     #[error("Skill '{0}' changed; refresh discovery and retry")]
@@ -129,6 +132,7 @@ impl ApiError {
                 (StatusCode::UNPROCESSABLE_ENTITY, "files-unavailable", "The skill's files are not served")
             }
             RouteNotFound => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            PageNotFound(_) => (StatusCode::NOT_FOUND, "page-not-found", "No such page"),
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed"),
             Changed(_) => (StatusCode::CONFLICT, "skill-changed", "Skill changed"),
             PreconditionFailed | NoMatchingRepresentation => {

@@ -105,12 +105,12 @@ pub struct SearchHitBody<'a> {
 /// are answered. A skill named exactly as the query comes first.
 #[utoipa::path(get, path = "/search", tag = "skills",
     params(
-        ("q" = String, Query, description = "The query: words (letters and digits; case does not matter), at most 256 characters"),
+        ("q" = String, Query, description = "The query: words (runs of letters and digits; case does not matter), at most 256 characters; one without a letter or digit matches nothing", max_length = 256),
         ("limit" = Option<u32>, Query, description = "The most hits to answer", minimum = 1, maximum = 100, example = 20),
     ),
     responses(
         (status = 200, description = "The hits, best first", body = SearchBody),
-        (status = 400, description = "Invalid query: `q` missing, blank or too long; `limit` not an integer from 1 to 100; a parameter given twice", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid query: `q` missing or over 256 characters; `limit` not an integer from 1 to 100; a parameter given twice", body = Problem, content_type = "application/problem+json"),
         responses::Unavailable,
     ))]
 async fn search(State(app): State<Arc<App>>, params: SearchParams) -> Result<Response, ApiError> {

@@ -827,7 +827,8 @@ async fn search_answers_the_ranked_hits_and_refuses_bad_queries() {
     // Two skills say "skill" (one in the fallback description); the limit cuts the hits only.
     let limited = remote.search("skill", Some(1)).await.unwrap();
     assert_eq!((limited.hits.len(), limited.total), (1, 2));
-    let refused = remote.search("  ", None).await.expect_err("a blank query");
+    assert_eq!(remote.search("  ", None).await.unwrap().total, 0, "a query without words matches nothing");
+    let refused = remote.search(&"x".repeat(257), None).await.expect_err("a query too long");
     assert!(matches!(refused, ClientError::Rejected(_)), "{refused:?}");
     assert_eq!(refused.problem().unwrap().skillcat_kind(), Some("invalid-query"));
     assert!(matches!(remote.search("x", Some(0)).await, Err(ClientError::Config(_))));

@@ -79,8 +79,8 @@ struct WireHit {
 impl RemoteSkillDiscoverer {
     /// The skills that best match `query` (`GET /search`), at most `limit` of them (1 to
     /// [`MAX_SEARCH_LIMIT`]; `None`: the server's default, 20). The server ranks them by
-    /// relevance to their names, descriptions and `SKILL.md` texts. A query with no letter or
-    /// digit, or over 256 characters, is [`Rejected`](ClientError::Rejected).
+    /// relevance to their names, descriptions and `SKILL.md` texts. A query without a letter or
+    /// digit matches nothing; one over 256 characters is [`Rejected`](ClientError::Rejected).
     pub async fn search(&self, query: &str, limit: Option<u32>) -> Result<SearchResults, ClientError> {
         if let Some(limit) = limit
             && !(1..=MAX_SEARCH_LIMIT).contains(&limit)

@@ -491,8 +491,9 @@ def test_search_answers_ranked_hits_with_excerpts(serve, tmp_path):
         limited = await remote.search("pdf merge files", limit=1)
         assert [hit.name for hit in limited.hits] == ["pdf-tools"]
         assert limited.total == 1
+        assert (await remote.search("  ")).total == 0  # no words: nothing matches
         with pytest.raises(SkillcatError) as refused:
-            await remote.search("  ")
+            await remote.search("x" * 257)
         assert (refused.value.status, refused.value.kind) == (400, "invalid-query")
         with pytest.raises(ValueError):
             await remote.search("pdf", limit=0)

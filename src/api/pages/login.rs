@@ -63,16 +63,20 @@ async fn login_page(State(app): State<Arc<App>>, uri: axum::http::Uri) -> Respon
     html(templates::login(&frame, safe_next(&next), refused).into_string())
 }
 
-#[derive(Debug, Deserialize)]
-struct LoginForm {
+/// The login form.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct LoginForm {
+    /// One of the server's tokens.
     token: String,
+    /// The path of this server to go on to (anything else goes to the catalog).
     #[serde(default)]
+    #[schema(default = "/")]
     next: String,
 }
 
 /// Checks a token and sets it as the login cookie, then goes on to `next`.
 #[utoipa::path(post, path = "/ui/login", tag = "pages",
-    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "`token` (one of the server's tokens) and `next` (a path of this server)"),
+    request_body(content = LoginForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 303, description = "Logged in: the cookie is set, and Location is where to go on to"),
         (status = 400, description = "A form without a token", body = Problem, content_type = "application/problem+json"),

@@ -90,19 +90,23 @@ struct CatalogQuery {
     params(("page" = Option<u32>, Query, description = "The page of skills, from 1", minimum = 1)),
     responses(
         (status = 200, description = "The catalog page", body = String, content_type = "text/html; charset=utf-8"),
-        (status = 400, description = "`page` is not a page of the catalog", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`page` is not a positive integer", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`page` is past the catalog's last page", body = Problem, content_type = "application/problem+json"),
         responses::Unavailable,
     ))]
 async fn catalog_page(State(app): State<Arc<App>>, uri: Uri) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let catalog = snapshot.ready()?;
     let pages = catalog.skills.len().div_ceil(PAGE_SIZE).max(1);
-    let invalid = || ApiError::InvalidQuery(format!("`page` must be an integer from 1 to {pages}"));
     let query: CatalogQuery = serde_urlencoded::from_str(uri.query().unwrap_or_default())
         .map_err(|error| ApiError::InvalidQuery(format!("the query string cannot be read: {error}")))?;
     let number = match query.page {
         None => 1,
-        Some(page) => page.parse::<usize>().ok().filter(|page| (1..=pages).contains(page)).ok_or_else(invalid)?,
+        Some(page) => match page.parse::<usize>() {
+            Ok(number) if (1..=pages).contains(&number) => number,
+            Ok(number) if number > pages => return Err(ApiError::PageNotFound(pages)),
+            _ => return Err(ApiError::InvalidQuery("`page` must be a positive integer".to_owned())),
+        },
     };
     if let Some(page) = catalog.views.pages.get(&number) {
         return Ok(html(page));
