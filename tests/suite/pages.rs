@@ -137,6 +137,11 @@ async fn a_skill_page_renders_its_markdown_frontmatter_files_and_snippets() {
         assert!(html.contains(&snippet), "{snippet}\nin {html}");
     }
     assert!(!html.contains("Authorization"), "no token, no header in the snippets");
+    // Kept per skill version, the page follows its skill's tag, not the catalog's.
+    let skill: serde_json::Value = app.skill("documented").await.json().await.unwrap();
+    let tag = skill["etag"].as_str().unwrap().replace('"', "&quot;");
+    assert!(html.contains(&format!("data-skill=\"documented\" data-skill-etag=\"{tag}\"")), "{html}");
+    assert!(!html.contains("data-etag="), "{html}");
     app.shutdown().await.unwrap();
 }
 

@@ -58,7 +58,7 @@ async fn login_page(State(app): State<Arc<App>>, uri: axum::http::Uri) -> Respon
     // A query that cannot be read names no path to go on to.
     let query: Option<NextQuery> = serde_urlencoded::from_str(uri.query().unwrap_or_default()).ok();
     let next = query.and_then(|query| query.next).unwrap_or_default();
-    let frame = templates::Frame { title: "Log in", etag: None, login: false };
+    let frame = templates::Frame { title: "Log in", live: templates::Live::None, login: false };
     let refused = app.tokens.is_none().then_some("This server needs no token: every page is open.");
     html(templates::login(&frame, safe_next(&next), refused).into_string())
 }
@@ -102,7 +102,7 @@ async fn login(
     };
     let token = form.token.trim();
     if store.current().check(token.as_bytes()).is_none() {
-        let frame = templates::Frame { title: "Log in", etag: None, login: false };
+        let frame = templates::Frame { title: "Log in", live: templates::Live::None, login: false };
         let mut page = html(templates::login(&frame, next, Some("That token is not valid.")).into_string());
         *page.status_mut() = StatusCode::UNAUTHORIZED;
         return Ok(page);

@@ -24,7 +24,7 @@ use utoipa_axum::routes;
 use super::error::{ApiError, Problem, responses};
 use super::http::SkillPath;
 use crate::app::App;
-use crate::catalog::{Catalog, CatalogSkill, in_discovery_index};
+use crate::catalog::{CatalogSkill, in_discovery_index};
 
 pub use login::cookie_token;
 
@@ -66,15 +66,15 @@ fn secure(headers: &mut HeaderMap) {
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
 }
 
-/// The frame of a page of `app` showing `catalog`.
-fn frame<'a>(app: &App, title: &'a str, catalog: Option<&'a Catalog>) -> templates::Frame<'a> {
-    templates::Frame { title, etag: catalog.map(|catalog| catalog.listing.etag.as_str()), login: app.tokens.is_some() }
+/// The frame of a page of `app` that follows `live`.
+fn frame<'a>(app: &App, title: &'a str, live: templates::Live<'a>) -> templates::Frame<'a> {
+    templates::Frame { title, live, login: app.tokens.is_some() }
 }
 
 /// An error as an HTML page (for a browser): its title and detail, and for a 401 the login form,
 /// which comes back to `path` (the request's path and query).
 pub(super) fn error_page(problem: &Problem, path: &str) -> Bytes {
-    let frame = templates::Frame { title: problem.title, etag: None, login: false };
+    let frame = templates::Frame { title: problem.title, live: templates::Live::None, login: false };
     let login = (problem.status == 401).then(|| login::safe_next(path));
     Bytes::from(templates::error(&frame, problem.status, problem.title, &problem.detail, login).into_string())
 }
@@ -114,7 +114,8 @@ async fn catalog_page(State(app): State<Arc<App>>, uri: Uri) -> Result<Response,
     let start = (number - 1) * PAGE_SIZE;
     let skills = &catalog.skills[start..(start + PAGE_SIZE).min(catalog.skills.len())];
     let view = templates::CatalogPage { catalog, number, pages, skills };
-    let page = templates::catalog(&frame(&app, "Catalog", Some(catalog)), &view).into_string();
+    let live = templates::Live::Catalog(catalog.listing.etag.as_str());
+    let page = templates::catalog(&frame(&app, "Catalog", live), &view).into_string();
     Ok(html(catalog.views.pages.insert(number, Bytes::from(page))))
 }
 
@@ -142,12 +143,9 @@ async fn skill_page(
         return Ok(html(page));
     }
     let text = app.catalog.content(skill).await?;
-    let (app_for_render, skill_for_render, snapshot_for_render) =
-        (Arc::clone(&app), Arc::clone(skill), Arc::clone(&snapshot));
-    let base_for_render = base.clone();
+    let (app_for_render, skill_for_render, base_for_render) = (Arc::clone(&app), Arc::clone(skill), base.clone());
     let rendered = tokio::task::spawn_blocking(move || {
-        let catalog = snapshot_for_render.ready().ok();
-        render_skill(&app_for_render, catalog, &skill_for_render, text.text(), &base_for_render)
+        render_skill(&app_for_render, &skill_for_render, text.text(), &base_for_render)
     })
     .await;
     let page = match rendered {
@@ -158,7 +156,7 @@ async fn skill_page(
     Ok(html(skill.views.pages.insert(base, page)))
 }
 
-fn render_skill(app: &App, catalog: Option<&Catalog>, skill: &CatalogSkill, text: &str, base: &str) -> Bytes {
+fn render_skill(app: &App, skill: &CatalogSkill, text: &str, base: &str) -> Bytes {
     let name = skill.skill.name().as_str();
     let (files, skipped) = match skill.files() {
         Ok((files, listed)) => (
@@ -176,7 +174,8 @@ fn render_skill(app: &App, catalog: Option<&Catalog>, skill: &CatalogSkill, text
         not_installable: in_discovery_index(skill).err().map(|why| why.to_string()),
         base,
     };
-    Bytes::from(templates::skill(&frame(app, name, catalog), &view).into_string())
+    let live = templates::Live::Skill { name, etag: skill.entry.etag.as_str() };
+    Bytes::from(templates::skill(&frame(app, name, live), &view).into_string())
 }
 
 /// The server's base URL as the request reached it: the scheme a proxy in front says it used

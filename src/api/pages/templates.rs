@@ -9,10 +9,35 @@ use crate::catalog::{Catalog, CatalogSkill, DiagnosticEntry, ShadowedEntry, Skil
 /// What every page's frame needs to know.
 pub struct Frame<'a> {
     pub title: &'a str,
-    /// The catalog's tag, which the live badge compares change events with (`None`: no catalog).
-    pub etag: Option<&'a str>,
+    /// What the live badge follows: the catalog's tag, which change events are compared with;
+    /// or a skill's name and tag (a skill's page is kept per skill version: on a change event the
+    /// script asks whether the skill changed). Neither: no badge.
+    pub live: Live<'a>,
     /// Whether requests need a token: then the frame offers to log out.
     pub login: bool,
+}
+
+/// What a page follows live.
+pub enum Live<'a> {
+    None,
+    Catalog(&'a str),
+    Skill { name: &'a str, etag: &'a str },
+}
+
+impl<'a> Live<'a> {
+    fn catalog(&self) -> Option<&'a str> {
+        match self {
+            Live::Catalog(etag) => Some(etag),
+            _ => None,
+        }
+    }
+
+    fn skill(&self) -> Option<(&'a str, &'a str)> {
+        match self {
+            Live::Skill { name, etag } => Some((name, etag)),
+            _ => None,
+        }
+    }
 }
 
 fn page(frame: &Frame<'_>, main: Markup) -> Markup {
@@ -27,10 +52,11 @@ fn page(frame: &Frame<'_>, main: Markup) -> Markup {
                 link rel="stylesheet" href="/ui/style.css";
                 script src="/ui/app.js" defer {}
             }
-            body data-etag=[frame.etag] {
+            body data-etag=[frame.live.catalog()] data-skill=[frame.live.skill().map(|(name, _)| name)]
+                data-skill-etag=[frame.live.skill().map(|(_, etag)| etag)] {
                 header {
                     a.brand href="/" { "skillcat" }
-                    @if frame.etag.is_some() {
+                    @if !matches!(frame.live, Live::None) {
                         span #live .badge data-state="connecting" title="Changes to the catalog appear here without a reload" { "connecting…" }
                     }
                     nav {

@@ -5,7 +5,9 @@
 
 (function () {
   const body = document.body;
+  // The catalog page follows the catalog's tag; a skill's page, its skill's tag.
   let etag = body.dataset.etag || null;
+  const skill = body.dataset.skill || null;
   let query = 0;
   let timer = null;
 
@@ -91,6 +93,7 @@
     const focused = document.activeElement === input;
     current.replaceWith(document.adoptNode(fresh));
     document.title = page.title;
+    body.dataset.skillEtag = page.body.dataset.skillEtag || "";
     const next = document.getElementById("search");
     if (next) {
       next.value = typed;
@@ -99,8 +102,19 @@
     }
   }
 
+  // Whether this page's skill changed (or vanished) in a new catalog.
+  async function skillChanged() {
+    const response = await fetch("/skills/" + encodeURIComponent(skill), {
+      headers: { Accept: "application/json" },
+      credentials: "same-origin",
+    });
+    if (response.status !== 200) return true;
+    const entry = await response.json();
+    return entry.etag !== body.dataset.skillEtag;
+  }
+
   function watch() {
-    if (!etag || !window.EventSource) return;
+    if (!document.getElementById("live") || !window.EventSource) return;
     const events = new EventSource("/events");
     events.addEventListener("open", () => badge("live", "live"));
     events.addEventListener("error", () => badge("offline", "reconnecting…"));
@@ -114,11 +128,13 @@
       badge("live", "live");
       if (!data || !data.etag || data.etag === etag) return;
       etag = data.etag;
-      body.dataset.etag = etag;
-      refresh().then(
-        () => badge("updated", "updated " + new Date().toLocaleTimeString()),
-        () => badge("offline", "update failed; reload"),
-      );
+      if (!skill) body.dataset.etag = etag;
+      (skill ? skillChanged() : Promise.resolve(true))
+        .then((changed) => (changed ? refresh().then(() => true) : false))
+        .then(
+          (updated) => updated && badge("updated", "updated " + new Date().toLocaleTimeString()),
+          () => badge("offline", "update failed; reload"),
+        );
     });
   }
 
