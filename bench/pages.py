@@ -9,6 +9,8 @@ Rows (each with its target):
      then client-observed latency of mixed queries over one kept-alive connection (p99 <= 5 ms)
   i  the catalog page (/) at 10,000 skills in headless Chromium: the browser's own navigation
      timing, request start to the load event, each load a fresh navigation (p99 < 1 s)
+  j  with --base-binary: the release binary's size against a build without the pages and search
+     (grows by at most a few MiB)
 
 Needs Debian's chromium and chromium-driver; Selenium comes from .venv-browser (made as
 scripts/test-browser makes it when missing). Exit status 0 when every row ran, 1 when a target
@@ -169,6 +171,15 @@ def table(results: dict) -> list[dict]:
     ]
 
 
+def size_row(binary: Path, base: Path, base_label: str) -> dict:
+    mib = 1024 * 1024
+    size, base_size = binary.stat().st_size, base.stat().st_size
+    growth = (size - base_size) / mib
+    return {"row": "j", "what": f"release binary size, against {base_label}",
+            "measured": f"{size / mib:.2f} MiB against {base_size / mib:.2f} MiB: {growth:+.2f} MiB",
+            "target": "≤ +4 MiB", "met": growth <= 4.0}
+
+
 def markdown(results: dict, rows: list[dict], started: str) -> str:
     lines = [BEGIN, "",
              f"Measured {started} with `bench/pages.py` on {cpu_model()} ({usable_cpus()} usable cores), "
@@ -197,6 +208,8 @@ def main() -> int:
     parser.add_argument("--binary", type=Path, help="a built skillcat release binary (default: cargo build --release)")
     parser.add_argument("--queries", type=int, default=5000, help="searches measured (default 5000)")
     parser.add_argument("--loads", type=int, default=20, help="page loads measured (default 20)")
+    parser.add_argument("--base-binary", type=Path, help="a release binary without the pages, for row j")
+    parser.add_argument("--base-label", default="the base build", help="what --base-binary was built from")
     parser.add_argument("--doc", type=Path, default=REPO / "docs/BENCHMARKS.md", help="document to update")
     parser.add_argument("--no-doc", action="store_true", help="write no document")
     args = parser.parse_args()
@@ -224,6 +237,8 @@ def main() -> int:
         web.remove(work)
     log(json.dumps(results))
     rows = table(results)
+    if args.base_binary:
+        rows.append(size_row(binary, args.base_binary, args.base_label))
     section = markdown(results, rows, started)
     print(section)
     if not args.no_doc:

@@ -257,6 +257,8 @@ pub fn skill(frame: &Frame<'_>, view: &SkillPage<'_>) -> Markup {
                 }
                 @if let Some(why) = &view.not_installable {
                     p.note { "Installers do not get this skill: " (why) }
+                } @else if frame.login {
+                    p.note { "Installers (" code { "npx skills add" } ") send no token: they need a server without a token file." }
                 }
             }
         }
