@@ -113,30 +113,48 @@
     return entry.etag !== body.dataset.skillEtag;
   }
 
-  function watch() {
-    if (!document.getElementById("live") || !window.EventSource) return;
-    const events = new EventSource("/events");
+  // The event stream is open only while the page is shown: a browser allows a few connections per
+  // server over HTTP/1.1, and hidden tabs must not hold them all. Shown again, the page catches up
+  // at once (the stream's first event is the current tag).
+  let events = null;
+
+  function onCatalog(event) {
+    let data;
+    try {
+      data = JSON.parse(event.data);
+    } catch (error) {
+      return;
+    }
+    badge("live", "live");
+    if (!data || !data.etag || data.etag === etag) return;
+    etag = data.etag;
+    if (!skill) body.dataset.etag = etag;
+    (skill ? skillChanged() : Promise.resolve(true))
+      .then((changed) => (changed ? refresh().then(() => true) : false))
+      .then(
+        (updated) => updated && badge("updated", "updated " + new Date().toLocaleTimeString()),
+        () => badge("offline", "update failed; reload"),
+      );
+  }
+
+  function connect() {
+    if (events || !document.getElementById("live") || !window.EventSource) return;
+    events = new EventSource("/events");
     events.addEventListener("open", () => badge("live", "live"));
     events.addEventListener("error", () => badge("offline", "reconnecting…"));
-    events.addEventListener("catalog", (event) => {
-      let data;
-      try {
-        data = JSON.parse(event.data);
-      } catch (error) {
-        return;
-      }
-      badge("live", "live");
-      if (!data || !data.etag || data.etag === etag) return;
-      etag = data.etag;
-      if (!skill) body.dataset.etag = etag;
-      (skill ? skillChanged() : Promise.resolve(true))
-        .then((changed) => (changed ? refresh().then(() => true) : false))
-        .then(
-          (updated) => updated && badge("updated", "updated " + new Date().toLocaleTimeString()),
-          () => badge("offline", "update failed; reload"),
-        );
-    });
+    events.addEventListener("catalog", onCatalog);
   }
+
+  function disconnect() {
+    if (!events) return;
+    events.close();
+    events = null;
+    badge("connecting", "paused");
+  }
+
+  document.addEventListener("visibilitychange", () => (document.hidden ? disconnect() : connect()));
+  window.addEventListener("pagehide", disconnect);
+  window.addEventListener("pageshow", () => document.hidden || connect());
 
   document.addEventListener("input", (event) => {
     if (event.target && event.target.id === "search") {
@@ -164,5 +182,5 @@
     setTimeout(() => (button.textContent = "Copy"), 1500);
   });
 
-  watch();
+  if (!document.hidden) connect();
 })();
