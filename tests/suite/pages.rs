@@ -98,8 +98,16 @@ async fn the_catalog_is_paged_past_five_hundred_skills() {
     assert_eq!(status, 200);
     assert_eq!(second.matches("<tr data-name=").count(), 1);
     assert!(second.contains("skill-0500") && second.contains("href=\"/?page=1\""));
-    // The same version's page is prepared once and answered as it was.
-    assert_eq!(page(&app, "/?page=2").await.2, second);
+    // The same version's page is prepared once and answered as it was, tagged: a client holding
+    // it revalidates without a body, and one that takes gzip gets it compressed.
+    let (_, headers, again) = page(&app, "/?page=2").await;
+    assert_eq!(again, second);
+    let etag = headers["etag"].to_str().unwrap();
+    let revalidated = app.get("/?page=2").header("if-none-match", etag).send().await.unwrap();
+    assert_eq!(revalidated.status(), 304);
+    let compressed = app.get("/").header("accept-encoding", "gzip").send().await.unwrap();
+    assert_eq!(compressed.headers()["content-encoding"], "gzip");
+    assert_secure(compressed.headers(), "a compressed page");
     app.shutdown().await.unwrap();
 }
 

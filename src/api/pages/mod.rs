@@ -22,9 +22,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem, responses};
-use super::http::SkillPath;
+use super::http::{SkillPath, prepared};
 use crate::app::App;
-use crate::catalog::{CatalogSkill, in_discovery_index};
+use crate::catalog::{CatalogSkill, PreparedBody, in_discovery_index};
 
 pub use login::cookie_token;
 
@@ -58,6 +58,16 @@ pub(super) fn html(body: impl Into<Bytes>) -> Response {
     response
 }
 
+/// A page kept for its version: tagged, conditional, gzip when the client takes it, with the
+/// headers every page carries.
+fn prepared_page(headers: &HeaderMap, page: &PreparedBody) -> Result<Response, ApiError> {
+    let mut response = prepared(headers, page, "text/html; charset=utf-8")?;
+    let headers = response.headers_mut();
+    secure(headers);
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    Ok(response)
+}
+
 /// The security headers of every page.
 fn secure(headers: &mut HeaderMap) {
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
@@ -87,14 +97,20 @@ struct CatalogQuery {
 /// The catalog: every skill in name order ([`PAGE_SIZE`] to a page), a search box, the shadowed
 /// skills and the diagnostics, and a badge that shows changes as they happen.
 #[utoipa::path(get, path = "/", tag = "pages",
-    params(("page" = Option<u32>, Query, description = "The page of skills, from 1", minimum = 1)),
+    params(
+        ("page" = Option<u32>, Query, description = "The page of skills, from 1", minimum = 1),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
+    ),
     responses(
-        (status = 200, description = "The catalog page", body = String, content_type = "text/html; charset=utf-8"),
+        (status = 200, description = "The catalog page", body = String, content_type = "text/html; charset=utf-8",
+            headers(("ETag" = String, description = "Strong tag of the page; the gzip representation has its own"))),
+        (status = 304, description = "The client's copy is current"),
         (status = 400, description = "`page` is not a positive integer", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`page` is past the catalog's last page", body = Problem, content_type = "application/problem+json"),
+        responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
-async fn catalog_page(State(app): State<Arc<App>>, uri: Uri) -> Result<Response, ApiError> {
+async fn catalog_page(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let catalog = snapshot.ready()?;
     let pages = catalog.skills.len().div_ceil(PAGE_SIZE).max(1);
@@ -109,25 +125,31 @@ async fn catalog_page(State(app): State<Arc<App>>, uri: Uri) -> Result<Response,
         },
     };
     if let Some(page) = catalog.views.pages.get(&number) {
-        return Ok(html(page));
+        return prepared_page(&headers, &page);
     }
     let start = (number - 1) * PAGE_SIZE;
     let skills = &catalog.skills[start..(start + PAGE_SIZE).min(catalog.skills.len())];
     let view = templates::CatalogPage { catalog, number, pages, skills };
     let live = templates::Live::Catalog(catalog.listing.etag.as_str());
     let page = templates::catalog(&frame(&app, "Catalog", live), &view).into_string();
-    Ok(html(catalog.views.pages.insert(number, Bytes::from(page))))
+    prepared_page(&headers, &catalog.views.pages.insert(number, Bytes::from(page)))
 }
 
 /// A skill: its `SKILL.md` rendered, its frontmatter, its files (each linking to its bytes), its
 /// archive, and snippets to use it (curl, the Rust and Python clients, MCP, installers).
 #[utoipa::path(get, path = "/ui/skills/{name}", tag = "pages",
-    params(("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$")),
+    params(
+        ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
+    ),
     responses(
-        (status = 200, description = "The skill's page", body = String, content_type = "text/html; charset=utf-8"),
+        (status = 200, description = "The skill's page", body = String, content_type = "text/html; charset=utf-8",
+            headers(("ETag" = String, description = "Strong tag of the page; the gzip representation has its own"))),
+        (status = 304, description = "The client's copy is current"),
         responses::InvalidName,
         responses::UnknownSkill,
         responses::Changed,
+        responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
 async fn skill_page(
@@ -140,7 +162,7 @@ async fn skill_page(
     let skill = catalog.get(&name).ok_or_else(|| ApiError::SkillNotFound(name.to_string()))?;
     let base = base_url(&headers);
     if let Some(page) = skill.views.pages.get(&base) {
-        return Ok(html(page));
+        return prepared_page(&headers, &page);
     }
     let text = app.catalog.content(skill).await?;
     let (app_for_render, skill_for_render, base_for_render) = (Arc::clone(&app), Arc::clone(skill), base.clone());
@@ -153,7 +175,7 @@ async fn skill_page(
         Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
         Err(_) => return Err(ApiError::ShuttingDown),
     };
-    Ok(html(skill.views.pages.insert(base, page)))
+    prepared_page(&headers, &skill.views.pages.insert(base, page))
 }
 
 fn render_skill(app: &App, skill: &CatalogSkill, text: &str, base: &str) -> Bytes {
