@@ -147,6 +147,9 @@ def page_row(port: int, loads: int) -> dict:
     driver = webdriver.Chrome(options=options, service=Service(os.environ.get("SKILLCAT_CHROMEDRIVER",
                                                                               "/usr/bin/chromedriver")))
     try:
+        # Every load fetches the page (no revalidation from the browser's cache).
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
         # The first load makes the page of this catalog version on the server.
         url = f"http://127.0.0.1:{port}/"
         driver.get(url)
@@ -163,11 +166,12 @@ def page_row(port: int, loads: int) -> dict:
                 "const paint = performance.getEntriesByName('first-contentful-paint')[0];"
                 "return {response: n.responseEnd - n.startTime, dom: n.domContentLoadedEventEnd - n.startTime,"
                 " load: n.loadEventEnd - n.startTime, paint: paint ? paint.startTime : null,"
-                " bytes: n.transferSize};")
+                " bytes: n.decodedBodySize, transferred: n.transferSize};")
             timings.append(entry)
         loads_ms = sorted(entry["load"] for entry in timings)
         paints = sorted(entry["paint"] for entry in timings if entry["paint"] is not None)
         return {"rows": rows, "loads": len(timings), "bytes": timings[-1]["bytes"],
+                "transferred": timings[-1]["transferred"],
                 "response_p50_ms": percentile(sorted(entry["response"] for entry in timings), 0.5),
                 "paint_p50_ms": percentile(paints, 0.5) if paints else None,
                 "load_p50_ms": percentile(loads_ms, 0.5), "load_p99_ms": percentile(loads_ms, 0.99),
@@ -186,7 +190,8 @@ def table(results: dict) -> list[dict]:
                      f"(the first search, which makes the index: {search['first_ms']:.0f} ms)",
          "target": "p99 ≤ 5 ms in the server", "met": search["server_within_5ms"] >= 0.99},
         {"row": "i", "what": f"catalog page / in headless Chromium, {SKILLS:,} skills ({page['rows']} rows on "
-                             f"page 1, {page['bytes'] / 1024:,.0f} KiB), {page['loads']} loads",
+                             f"page 1, {page['bytes'] / 1024:,.0f} KiB, {page['transferred'] / 1024:,.0f} KiB with gzip), "
+                             f"{page['loads']} loads",
          "measured": f"load event p50 {page['load_p50_ms']:.0f} ms, p99 {page['load_p99_ms']:.0f} ms "
                      f"(response end p50 {page['response_p50_ms']:.0f} ms"
                      + (f", first paint p50 {page['paint_p50_ms']:.0f} ms)" if page["paint_p50_ms"] else ")"),
