@@ -105,6 +105,8 @@ pub struct Metrics {
     catalog_skills: AtomicUsize,
     watcher_errors: AtomicU64,
     sse_clients: AtomicUsize,
+    search_indexes: AtomicU64,
+    search_documents: AtomicU64,
 }
 
 impl Metrics {
@@ -140,6 +142,16 @@ impl Metrics {
 
     pub fn watcher_error(&self) {
         self.watcher_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a search index made (one per catalog version searched).
+    pub fn search_index_made(&self) {
+        self.search_indexes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a skill's search document made (one per skill version searched).
+    pub fn search_document_made(&self) {
+        self.search_documents.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts an open event stream until the guard is dropped.
@@ -198,6 +210,18 @@ impl Metrics {
                 "gauge",
                 "Open GET /events streams.",
                 self.sse_clients.load(Ordering::Relaxed) as u64,
+            ),
+            (
+                "skillcat_search_indexes_total",
+                "counter",
+                "Search indexes made: one per catalog version searched.",
+                self.search_indexes.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_search_documents_total",
+                "counter",
+                "Skills' search documents made: one per skill version searched (unchanged skills keep theirs).",
+                self.search_documents.load(Ordering::Relaxed),
             ),
         ];
         for (name, kind, help, value) in gauges {

@@ -107,6 +107,8 @@ __all__ = [
     "FileListing",
     "RemoteFile",
     "RemoteSkillDiscoverer",
+    "SearchHit",
+    "SearchResults",
     "SkillcatCorruptFile",
     "SkillcatError",
     "SkillcatTimeout",
@@ -125,6 +127,8 @@ _MAX_SKILL_DEPTH = 32
 _MAX_FILE_PATH_BYTES = 4096
 # 512 entries of 4 KiB paths and the skipped entries fit many times over.
 _MAX_LISTING_BYTES = 16 * 1024 * 1024
+# At most 100 hits of a few KiB each.
+_MAX_SEARCH_BYTES = 4 * 1024 * 1024
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _PROBLEM_PREFIX = "urn:skillcat:problem:"
 _USER_AGENT = "skillcat-remote-python/1"
@@ -263,6 +267,37 @@ class Downloaded:
     leftover: str | None
     """Where the replaced folder was left when it could not be removed (a read-only folder in
     it, say); the new folder is in place all the same."""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A skill a search found."""
+
+    name: str
+    description: str
+    source: str
+    """The label of the server-side source that owns the skill."""
+    etag: str
+    """The skill's etag, as the catalog lists it."""
+    score: float
+    """Relevance; higher is better, comparable within one answer only."""
+    excerpt: tuple[tuple[str, bool], ...]
+    """Where the query matched, as ``(text, highlighted)`` pieces; plain text, not HTML."""
+
+    @property
+    def excerpt_text(self) -> str:
+        """The excerpt as plain text."""
+        return "".join(text for text, _ in self.excerpt)
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    """The answer to a search: the best hits, and how many skills matched in all."""
+
+    etag: str
+    """The tag of the catalog searched."""
+    total: int
+    hits: tuple[SearchHit, ...]
 
 
 class RemoteSkillDiscoverer:
@@ -420,6 +455,20 @@ class RemoteSkillDiscoverer:
         contents = [(file, await self.read_file(skill, file)) for file in listing.files]
         replaced, leftover = await asyncio.to_thread(_install, target, contents, replace)
         return Downloaded(target, listing.name, listing.etag, len(listing.files), listing.size, replaced, leftover)
+
+    async def search(self, query: str, limit: int | None = None) -> SearchResults:
+        """The skills that best match ``query`` (``GET /search``), at most ``limit`` (1 to 100;
+        ``None``: the server's default, 20), ranked by relevance to their names, descriptions and
+        ``SKILL.md`` texts. A query without a letter or digit matches nothing; one over 256
+        characters is refused with a ``SkillcatError`` of kind ``invalid-query``."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100):
+            raise ValueError(f"a search limit is an integer from 1 to 100, not {limit!r}")
+        parameters = {"q": query} if limit is None else {"q": query, "limit": str(limit)}
+        path = "search?" + urllib.parse.urlencode(parameters, quote_via=urllib.parse.quote)
+        response = await self._request(path, {"Accept": "application/json"}, _MAX_SEARCH_BYTES)
+        if response.status != 200:
+            raise _error(response)
+        return _parse_search(response.body)
 
     def _current_etag(self, skill: Skill) -> str:
         catalog = self._catalog
@@ -642,6 +691,38 @@ def _parse_catalog(response: _Response) -> _Catalog:
     if etag is None and isinstance(data.get("etag"), str):
         etag = data["etag"]
     return _Catalog(etag, tuple(skill for skill, _ in entries.values()), entries, diagnostics, error)
+
+
+def _parse_search(body: bytes) -> SearchResults:
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except ValueError as error:
+        raise SkillcatError("skillcat sent a search answer that is not UTF-8 JSON") from error
+    if not isinstance(data, dict) or not isinstance(data.get("hits"), list) or not isinstance(data.get("total"), int):
+        raise SkillcatError("skillcat sent a search answer without hits and a total")
+    hits = []
+    for item in data["hits"]:
+        if not isinstance(item, dict) or not isinstance(item.get("excerpt"), list):
+            raise SkillcatError("skillcat sent a search hit that is not an object with an excerpt")
+        score = item.get("score")
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise SkillcatError("skillcat sent a search hit whose score is not a number")
+        excerpt = tuple(
+            (_text(part.get("text"), "excerpt text"), part.get("highlight") is True)
+            for part in item["excerpt"]
+            if isinstance(part, dict)
+        )
+        hits.append(
+            SearchHit(
+                _text(item.get("name"), "name"),
+                _text(item.get("description"), "description"),
+                _text(item.get("source"), "source"),
+                _text(item.get("etag"), "etag"),
+                float(score),
+                excerpt,
+            )
+        )
+    return SearchResults(_text(data.get("etag"), "etag"), data["total"], tuple(hits))
 
 
 def _unsafe(name: str, what: str) -> SkillcatError:

@@ -8,8 +8,10 @@ use super::error::ApiError;
 use crate::app::App;
 use crate::auth::{TokenDigest, Tokens};
 
-/// Routes a probe reaches without credentials (a kubelet carries none).
-pub(super) const OPEN_ROUTES: [&str; 2] = ["/healthz", "/readyz"];
+/// Routes reached without credentials: the probes (a kubelet carries none), and the login form
+/// with what it needs to show (its script and style sheet), which reveal nothing of the catalog.
+pub(super) const OPEN_ROUTES: &[&str] =
+    &["/healthz", "/readyz", "/ui/login", "/ui/logout", "/ui/app.js", "/ui/style.css"];
 
 /// The token a request was let in with (as its digest), for streams that must end when the token
 /// is revoked.
@@ -26,7 +28,18 @@ pub(super) fn check(app: &App, request: &mut Request) -> Result<(), ApiError> {
     if route.is_some_and(|route| OPEN_ROUTES.contains(&route)) {
         return Ok(());
     }
-    let digest = authenticate(request.headers(), &store.current())?;
+    let tokens = store.current();
+    let digest = match authenticate(request.headers(), &tokens) {
+        // A browser's login cookie stands in for the header on safe methods only: nothing a
+        // cookie lets through changes anything (see `pages::login`).
+        Err(ApiError::MissingToken) if request.method().is_safe() => {
+            match super::pages::cookie_token(request.headers()) {
+                Some(token) => tokens.check(token).ok_or(ApiError::InvalidToken)?,
+                None => return Err(ApiError::MissingToken),
+            }
+        }
+        checked => checked?,
+    };
     request.extensions_mut().insert(Authenticated(digest));
     Ok(())
 }

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 /// An RFC 9457 problem: `application/problem+json`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Problem {
     /// Identifies the kind of problem: `urn:skillcat:problem:<kind>`.
     #[serde(rename = "type")]
@@ -60,6 +60,9 @@ pub enum ApiError {
     FilesUnavailable(String),
     #[error("no such route")]
     RouteNotFound,
+    /// A page of the catalog past its last: how many pages it has.
+    #[error("the catalog has {0} pages of skills")]
+    PageNotFound(usize),
     #[error("this route does not answer that method")]
     MethodNotAllowed,
     #[error("Skill '{0}' changed; refresh discovery and retry")]
@@ -72,6 +75,9 @@ pub enum ApiError {
     MalformedJson(String),
     #[error("{0}")]
     BadRequest(String),
+    /// A search's query string: what is wrong with it.
+    #[error("{0}")]
+    InvalidQuery(String),
     #[error("the request body must be application/json")]
     UnsupportedMediaType,
     #[error("the request body is larger than 65536 bytes")]
@@ -104,6 +110,9 @@ pub enum ApiError {
     MissingToken,
     #[error("the bearer token is not valid")]
     InvalidToken,
+    /// A login or logout form that another site's page made a browser send.
+    #[error("this form is accepted only from this server's own pages")]
+    CrossSite,
     /// Logged where it happens; the client gets a generic text.
     #[error("internal error")]
     Internal,
@@ -123,6 +132,7 @@ impl ApiError {
                 (StatusCode::UNPROCESSABLE_ENTITY, "files-unavailable", "The skill's files are not served")
             }
             RouteNotFound => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            PageNotFound(_) => (StatusCode::NOT_FOUND, "page-not-found", "No such page"),
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed"),
             Changed(_) => (StatusCode::CONFLICT, "skill-changed", "Skill changed"),
             PreconditionFailed | NoMatchingRepresentation => {
@@ -130,6 +140,7 @@ impl ApiError {
             }
             MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed-json", "Malformed JSON"),
             BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request", "Bad request"),
+            InvalidQuery(_) => (StatusCode::BAD_REQUEST, "invalid-query", "Invalid query"),
             UnsupportedMediaType => {
                 (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported-media-type", "Unsupported media type")
             }
@@ -148,6 +159,7 @@ impl ApiError {
             }
             Timeout => (StatusCode::REQUEST_TIMEOUT, "timeout", "Request timeout"),
             MissingToken | InvalidToken => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+            CrossSite => (StatusCode::FORBIDDEN, "cross-site", "Cross-site request refused"),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
         }
     }
@@ -189,6 +201,8 @@ impl IntoResponse for ApiError {
         let problem = self.problem();
         let body = serde_json::to_vec(&problem).expect("problems serialize");
         let mut response = (problem_status(&problem), body).into_response();
+        // For `html_for_browsers`, which may answer it as a page.
+        response.extensions_mut().insert(problem);
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -224,6 +238,57 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// Where a browser's request went (its path and query), for [`html_for_browsers`]: `None` for
+/// every other client. A browser is a request whose `Accept` prefers `text/html` to JSON.
+pub(super) fn browser_target(request: &axum::extract::Request) -> Option<String> {
+    prefers_html(request.headers())
+        .then(|| request.uri().path_and_query().map_or("/", |target| target.as_str()).to_owned())
+}
+
+/// The error answer for browsers, in the gate of every route: a browser (see [`browser_target`])
+/// gets every problem as an HTML page, with the same status and headers; every other client keeps
+/// the problem document.
+pub(super) fn html_for_browsers(target: Option<&str>, response: Response) -> Response {
+    let (Some(path), Some(problem)) = (target, response.extensions().get::<Problem>()) else {
+        return response;
+    };
+    let page = super::pages::error_page(problem, path);
+    let (mut parts, _) = response.into_parts();
+    let mut html = super::pages::html(page);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    for (name, value) in html.headers_mut().drain().filter_map(|(name, value)| Some((name?, value))) {
+        parts.headers.insert(name, value);
+    }
+    // An error page is never kept.
+    parts.headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Response::from_parts(parts, html.into_body())
+}
+
+/// Whether the `Accept` header (RFC 9110 12.5.1) weighs `text/html` above zero and at least as
+/// much as JSON (a browser's navigation: `text/html,...,*/*;q=0.8`). Wildcards count for neither.
+fn prefers_html(headers: &axum::http::HeaderMap) -> bool {
+    let (mut html, mut json) = (0, 0);
+    let lines = headers.get_all(header::ACCEPT).iter().filter_map(|value| value.to_str().ok());
+    for element in lines.flat_map(|line| line.split(',')) {
+        let mut parts = element.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default();
+        let weight = parts
+            .find_map(|parameter| {
+                let (name, value) = parameter.split_once('=')?;
+                name.trim().eq_ignore_ascii_case("q").then(|| super::http::qvalue(value.trim()).unwrap_or(0))
+            })
+            .unwrap_or(1000);
+        if media.eq_ignore_ascii_case("text/html") {
+            html = html.max(weight);
+        } else if media.eq_ignore_ascii_case("application/json")
+            || media.eq_ignore_ascii_case("application/problem+json")
+        {
+            json = json.max(weight);
+        }
+    }
+    html > 0 && html >= json
 }
 
 fn problem_status(problem: &Problem) -> StatusCode {

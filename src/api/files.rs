@@ -12,7 +12,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use headers::HeaderMapExt as _;
-use skillcat_core::{SkillFile, SkillName};
+use skillcat_core::{SkillFile, SkillFilePath, SkillName};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -154,6 +154,10 @@ fn file_response(
         (),
     )
         .into_response();
+    if is_active(&file.path) {
+        // A page or an image that can hold script: downloaded, never shown in a browser's tab.
+        response.headers_mut().insert(header::CONTENT_DISPOSITION, HeaderValue::from_static("attachment"));
+    }
     let length = bytes.len() as u64;
     // A range applies only while the client's copy (If-Range) is this one.
     let if_range_holds =
@@ -229,4 +233,14 @@ async fn get_archive(
         .headers_mut()
         .insert(header::CONTENT_DISPOSITION, HeaderValue::from_str(&disposition).expect("skill names are ASCII"));
     Ok(response)
+}
+
+/// Whether a browser would run a file of this type as a document with script of its own (HTML,
+/// XHTML, SVG, XML with a stylesheet): such files are served as attachments.
+fn is_active(path: &SkillFilePath) -> bool {
+    let guess = mime_guess::from_path(path.as_str()).first_or_octet_stream();
+    matches!(
+        guess.essence_str(),
+        "text/html" | "application/xhtml+xml" | "image/svg+xml" | "text/xml" | "application/xml" | "text/xsl"
+    )
 }

@@ -25,7 +25,7 @@ use axum::response::{IntoResponse as _, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{Layer, Service};
 
-use super::error::ApiError;
+use super::error::{ApiError, browser_target, html_for_browsers};
 use super::{Limits, auth, check_host, check_uri_length, http::BodyDeadline, problem_for_bare_errors};
 use crate::app::App;
 
@@ -85,13 +85,19 @@ where
             route = route.as_ref().map_or("unmatched", MatchedPath::as_str),
             request_id = id.to_str().unwrap_or_default(),
         );
+        let mut browser = None;
         let admitted = span.in_scope(|| {
             tracing::debug!("started processing request");
             // The head first (as hyper's own checks of it), then the credentials; outside the
             // limits, so that a request without credentials never takes a slot.
             check_host(request.version(), request.headers())
                 .and_then(|()| check_uri_length(request.uri()))
-                .and_then(|()| auth::check(&self.app, &mut request))
+                .and_then(|()| {
+                    // From here on a browser gets its errors as pages, the login page for a 401
+                    // among them.
+                    browser = browser_target(&request);
+                    auth::check(&self.app, &mut request)
+                })
                 .map(|()| std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(request))))
         });
         let state = match admitted {
@@ -99,7 +105,7 @@ where
             Ok(Err(_panic)) => State::Answered { response: Some(ApiError::Internal.into_response()) },
             Err(refused) => State::Answered { response: Some(refused.into_response()) },
         };
-        GateFuture { state, started, route, id, span, app: Arc::clone(&self.app) }
+        GateFuture { state, started, route, id, browser, span, app: Arc::clone(&self.app) }
     }
 }
 
@@ -110,6 +116,8 @@ pin_project_lite::pin_project! {
         started: Instant,
         route: Option<MatchedPath>,
         id: HeaderValue,
+        // Where a browser's request went, for its error page; `None` for other clients.
+        browser: Option<String>,
         span: tracing::Span,
         app: Arc<App>,
     }
@@ -143,6 +151,7 @@ where
             }
             StateProjection::Answered { response } => response.take().expect("a gate future is polled to its end once"),
         };
+        response = html_for_browsers(this.browser.as_deref(), response);
         // Moved, not cloned: a clone of a value made from a slice allocates.
         let id = std::mem::replace(this.id, HeaderValue::from_static(""));
         response.headers_mut().entry(X_REQUEST_ID).or_insert(id);

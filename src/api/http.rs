@@ -201,7 +201,7 @@ impl AcceptEncoding {
 }
 
 /// A `qvalue` (RFC 9110 12.4.2): `0` or `1` with up to three decimals, at most 1.
-fn qvalue(text: &str) -> Option<Weight> {
+pub(super) fn qvalue(text: &str) -> Option<Weight> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     if fraction.len() > 3 || !fraction.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;

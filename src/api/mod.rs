@@ -8,6 +8,8 @@ mod gate;
 mod http;
 mod manifest;
 mod ops;
+mod pages;
+mod search;
 mod skills;
 mod wellknown;
 
@@ -58,6 +60,7 @@ impl Default for Limits {
         (name = "installers", description = "The well-known indexes installers read, of the skills whose names follow the agentskills.io rules"),
         (name = "catalog", description = "The manifest and change events"),
         (name = "operations", description = "Health, readiness, metrics and this document"),
+        (name = "pages", description = "HTML pages for people: the catalog, a page per skill, the login; errors are HTML pages for browsers"),
     ),
     components(schemas(Problem))
 )]
@@ -68,9 +71,11 @@ struct ApiDoc;
 fn routers() -> (OpenApiRouter<Arc<App>>, OpenApiRouter<Arc<App>>) {
     let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(skills::router())
+        .merge(search::router())
         .merge(files::router())
         .merge(wellknown::router())
-        .merge(manifest::router());
+        .merge(manifest::router())
+        .merge(pages::router());
     (bounded, events::router().merge(ops::router()))
 }
 
@@ -222,10 +227,10 @@ fn is_authority_host_and_port(value: &[u8]) -> bool {
 /// problem body as every other error.
 fn problem_for_bare_errors(response: Response) -> Response {
     let status = response.status();
-    let is_problem = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(b"application/problem+json"));
+    // A page's own error (the login form again after a wrong token) is an answer already.
+    let is_problem = response.headers().get(header::CONTENT_TYPE).is_some_and(|value| {
+        value.as_bytes().starts_with(b"application/problem+json") || value.as_bytes().starts_with(b"text/html")
+    });
     if !(status.is_client_error() || status.is_server_error()) || is_problem {
         return response;
     }

@@ -33,6 +33,10 @@ impl Content {
         Content { skill, text: Arc::from(text), loads: Mutex::default() }
     }
 
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// The text as a response body (shared, not copied).
     pub fn body(&self) -> Bytes {
         Bytes::from_owner(SharedText(Arc::clone(&self.text)))

@@ -95,6 +95,10 @@ impl LiveCatalog {
         Arc::clone(&self.inner.snapshots.borrow())
     }
 
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
     /// Every published snapshot, starting with the current one.
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
         self.inner.snapshots.subscribe()
@@ -109,6 +113,14 @@ impl LiveCatalog {
         if let Some(content) = self.inner.contents.get(&skill.entry.etag, stamp) {
             return Ok(content);
         }
+        let text = self.text(skill).await?;
+        Ok(self.inner.contents.insert(&skill.entry.etag, Content::new(skill.skill.clone(), text), stamp))
+    }
+
+    /// The `SKILL.md` of `skill` (a skill of a published snapshot) read now, refused unless it is
+    /// exactly the version the snapshot lists (then a rescan is requested). Not kept: what is made
+    /// from it (a search document, a page) is kept per skill version instead.
+    pub async fn text(&self, skill: &CatalogSkill) -> Result<String, CatalogError> {
         let name = skill.skill.name();
         let text = match self.inner.sources.composite.load(&skill.skill).await {
             Ok(text) => text,
@@ -122,7 +134,7 @@ impl LiveCatalog {
             self.request_rescan();
             return Err(CatalogError::Changed(name.clone()));
         }
-        Ok(self.inner.contents.insert(&skill.entry.etag, Content::new(skill.skill.clone(), text), stamp))
+        Ok(text)
     }
 
     /// The bytes of `file`, a listed file of `skill` (a skill of a published snapshot), refused

@@ -14,6 +14,7 @@ use skillcat_core::{
 
 use super::CatalogError;
 use super::files::SkillFiles;
+use super::views::{CatalogViews, SkillViews};
 
 /// Bodies at least this large are also kept gzip-compressed.
 const COMPRESS_FROM: usize = 1024;
@@ -238,6 +239,8 @@ pub struct CatalogSkill {
     pub entry: SkillEntry,
     /// `GET /skills/{name}`; its tag is the skill's.
     pub body: PreparedBody,
+    /// Its search document and page, made on first use.
+    pub views: SkillViews,
 }
 
 impl CatalogSkill {
@@ -273,6 +276,8 @@ pub struct Catalog {
     pub manifest: PreparedBody,
     /// The well-known indexes, each made on first use.
     pub(super) wellknown: WellKnownBodies,
+    /// The search index and the pages, each made on first use.
+    pub views: CatalogViews,
 }
 
 /// The bodies of the well-known indexes of one catalog version, made on first use: the
@@ -336,6 +341,7 @@ impl Catalog {
                     files: sourced.files.clone().map(SkillFiles::new),
                     entry,
                     body,
+                    views: SkillViews::default(),
                 })
             })
             .collect();
@@ -373,6 +379,7 @@ impl Catalog {
             listing,
             manifest: PreparedBody::new(manifest.into_bytes(), manifest_etag),
             wellknown: WellKnownBodies::default(),
+            views: CatalogViews::default(),
         })
     }
 
@@ -388,6 +395,7 @@ impl Catalog {
             manifest: self.manifest.clone(),
             // The same skills: the same indexes.
             wellknown: self.wellknown.carried(),
+            views: self.views.carried(),
         }
     }
 
@@ -479,8 +487,15 @@ mod tests {
             etag: skill_etag("/srv", &skill, None, None),
         };
         let body = PreparedBody::new(Vec::new(), entry.etag.clone());
-        let skills =
-            [Arc::new(CatalogSkill { skill, source: 0, version: None, files: None, entry: entry.clone(), body })];
+        let skills = [Arc::new(CatalogSkill {
+            skill,
+            source: 0,
+            version: None,
+            files: None,
+            entry: entry.clone(),
+            body,
+            views: SkillViews::default(),
+        })];
         let shadowed = [ShadowedEntry { name: entry.name.clone(), location: "/b".into(), source: "b".into() }];
         let diagnostics = [DiagnosticEntry { source: "/srv".into(), message: "x: \u{2028} bad".into() }];
         let failure =

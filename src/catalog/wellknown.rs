@@ -84,6 +84,11 @@ pub(super) fn published_in_legacy(skill: &CatalogSkill) -> Result<Published<'_>,
     }
 }
 
+/// Whether the discovery index publishes `skill` (so installers find it), or why not.
+pub fn in_discovery_index(skill: &CatalogSkill) -> Result<(), LeftOut> {
+    published(skill).map(|_| ())
+}
+
 /// Whether the older index publishes `skill` (and so serves its files beneath
 /// `/.well-known/skills/`), or why not.
 pub fn in_legacy_index(skill: &CatalogSkill) -> Result<(), LeftOut> {

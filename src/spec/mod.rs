@@ -250,6 +250,48 @@ pub fn check_skill_md(content: &str, folder: &str) -> Vec<Finding> {
     findings
 }
 
+/// The text of a `SKILL.md` after its frontmatter (the frontmatter found as nagents finds it: a
+/// first line `---`, closed by the next line `---`); all of it when it has none.
+pub fn body_after_frontmatter(content: &str) -> &str {
+    let mut lines = pystr::splitlines(content);
+    if lines.next().is_none_or(|first| pystr::strip(first) != "---") {
+        return content;
+    }
+    for line in lines {
+        if pystr::rstrip(line) == "---" {
+            // The line is a slice of `content`: the body starts after it and its line break.
+            let end = line.as_ptr() as usize - content.as_ptr() as usize + line.len();
+            let rest = &content[end..];
+            let after_break = rest.strip_prefix("\r\n").unwrap_or_else(|| {
+                let mut chars = rest.chars();
+                chars.next();
+                chars.as_str()
+            });
+            return after_break;
+        }
+    }
+    content
+}
+
+/// The frontmatter's top-level fields as text, for showing: each key and its value (a scalar as
+/// written, a list's items joined with ", ", a mapping's entries as `key: value`), in the file's
+/// order; or why there is no frontmatter to show.
+pub fn frontmatter_fields(content: &str) -> Result<Vec<(String, String)>, String> {
+    fn show(node: &Node) -> String {
+        match node {
+            Node::Scalar(scalar) => scalar.text.to_string(),
+            Node::Sequence(items) => items.iter().map(|item| show(item)).collect::<Vec<_>>().join(", "),
+            Node::Mapping(entries) => entries
+                .iter()
+                .map(|(key, value)| format!("{}: {}", key.key_text(), show(value)))
+                .collect::<Vec<_>>()
+                .join("; "),
+            Node::Collapsed(_) => format!("({})", node.describe()),
+        }
+    }
+    Ok(frontmatter(content)?.iter().map(|(key, value)| (key.key_text(), show(value))).collect())
+}
+
 /// The frontmatter's top-level entries. It is found as nagents finds it (a first line `---`,
 /// closed by the next line `---`, Python's line breaks), so both readings agree on where it is.
 fn frontmatter(content: &str) -> Result<Entries, String> {
@@ -415,4 +457,20 @@ fn shown(text: &str) -> String {
     const WIDTH: usize = 80;
     let line: String = text.chars().take(WIDTH + 1).map(|c| if c.is_control() { ' ' } else { c }).collect();
     if line.chars().count() <= WIDTH { line } else { line.chars().take(WIDTH - 1).chain(['…']).collect() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::body_after_frontmatter;
+
+    #[test]
+    fn the_body_starts_after_the_frontmatter_s_closing_line() {
+        assert_eq!(body_after_frontmatter("---\nname: a\n---\n# Body\n"), "# Body\n");
+        assert_eq!(body_after_frontmatter("---\r\nname: a\r\n---  \r\nBody"), "Body");
+        assert_eq!(body_after_frontmatter(" --- \nname: a\n---\u{2028}Body"), "Body");
+        assert_eq!(body_after_frontmatter("---\nname: a\n---"), "");
+        // Without a frontmatter, or without its closing line, the whole text is the body.
+        assert_eq!(body_after_frontmatter("# Just text\n---\n"), "# Just text\n---\n");
+        assert_eq!(body_after_frontmatter("---\nname: a\n"), "---\nname: a\n");
+    }
 }

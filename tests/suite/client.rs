@@ -807,3 +807,30 @@ async fn a_skill_over_the_file_bound_is_files_unavailable_and_nothing_is_written
     assert!(remote.load(crowded).await.unwrap().ends_with("Body.\n"));
     app.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn search_answers_the_ranked_hits_and_refuses_bad_queries() {
+    let dir = tree();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let remote = RemoteSkillDiscoverer::new(app.url("")).unwrap();
+    let found = remote.search("alpha thing", None).await.expect("a search");
+    assert_eq!(found.total, 1);
+    let hit = &found.hits[0];
+    assert_eq!(hit.name.as_str(), "alpha");
+    assert_eq!(hit.description, "The first skill");
+    assert_eq!(hit.etag, remote.catalog().await.unwrap().get("alpha").unwrap().etag);
+    assert_eq!(hit.excerpt_text(), "# Alpha Do the alpha thing.");
+    let highlighted: Vec<&str> =
+        hit.excerpt.iter().filter(|part| part.highlight).map(|part| part.text.as_str()).collect();
+    assert_eq!(highlighted, ["Alpha", "alpha", "thing"]);
+    assert_eq!(found.etag, remote.catalog().await.unwrap().etag());
+    // Two skills say "skill" (one in the fallback description); the limit cuts the hits only.
+    let limited = remote.search("skill", Some(1)).await.unwrap();
+    assert_eq!((limited.hits.len(), limited.total), (1, 2));
+    assert_eq!(remote.search("  ", None).await.unwrap().total, 0, "a query without words matches nothing");
+    let refused = remote.search(&"x".repeat(257), None).await.expect_err("a query too long");
+    assert!(matches!(refused, ClientError::Rejected(_)), "{refused:?}");
+    assert_eq!(refused.problem().unwrap().skillcat_kind(), Some("invalid-query"));
+    assert!(matches!(remote.search("x", Some(0)).await, Err(ClientError::Config(_))));
+    app.shutdown().await.unwrap();
+}

@@ -147,7 +147,7 @@ impl RemoteSkillDiscoverer {
 }
 
 /// The body, or `None` if it is longer than `limit` bytes (the rest is not read).
-async fn read_at_most(mut response: reqwest::Response, limit: u64) -> Result<Option<Vec<u8>>, ClientError> {
+pub(crate) async fn read_at_most(mut response: reqwest::Response, limit: u64) -> Result<Option<Vec<u8>>, ClientError> {
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(ClientError::Transport)? {
         if (body.len() + chunk.len()) as u64 > limit {

@@ -77,6 +77,7 @@ mod error;
 mod files;
 mod install;
 mod retry;
+mod search;
 mod shared;
 mod watch;
 
@@ -87,6 +88,7 @@ pub use download::Downloaded;
 pub use error::{ClientError, Problem};
 pub use files::{RemoteFile, RemoteFileListing, SkippedFile};
 pub use reqwest;
+pub use search::{ExcerptPart, MAX_SEARCH_LIMIT, SearchHit, SearchResults};
 
 #[cfg(test)]
 mod fake;

@@ -469,3 +469,33 @@ def test_base_url_with_trailing_slash_against_the_server(serve, tmp_path):
         assert await remote.discover() == (skill,)
 
     run(scenario())
+
+
+def test_search_answers_ranked_hits_with_excerpts(serve, tmp_path):
+    root = tmp_path / "skills"
+    write(root / "pdf-tools/SKILL.md", skill_md("pdf-tools", "Fill PDF forms", "# PDF\n\nMerge PDF files.\n"))
+    write(root / "docx/SKILL.md", skill_md("docx", "Edit Word documents", "Export to PDF on request.\n"))
+    write(root / "slides/SKILL.md", skill_md("slides", "Make decks"))
+    server = serve(root)
+    remote = RemoteSkillDiscoverer(server.url)
+
+    async def scenario():
+        found = await remote.search("pdf")
+        assert [hit.name for hit in found.hits] == ["pdf-tools", "docx"]
+        assert found.total == 2
+        docx = found.hits[1]
+        assert docx.description == "Edit Word documents"
+        assert docx.excerpt_text == "Export to PDF on request."
+        assert [text for text, highlighted in docx.excerpt if highlighted] == ["PDF"]
+        assert docx.etag.startswith('"') and found.etag.startswith('"')
+        limited = await remote.search("pdf merge files", limit=1)
+        assert [hit.name for hit in limited.hits] == ["pdf-tools"]
+        assert limited.total == 1
+        assert (await remote.search("  ")).total == 0  # no words: nothing matches
+        with pytest.raises(SkillcatError) as refused:
+            await remote.search("x" * 257)
+        assert (refused.value.status, refused.value.kind) == (400, "invalid-query")
+        with pytest.raises(ValueError):
+            await remote.search("pdf", limit=0)
+
+    run(scenario())
