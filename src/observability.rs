@@ -98,6 +98,8 @@ pub struct Metrics {
     catalog_skills: AtomicUsize,
     watcher_errors: AtomicU64,
     sse_clients: AtomicUsize,
+    /// MCP requests by method.
+    pub mcp: crate::mcp::McpMetrics,
 }
 
 impl Metrics {
@@ -200,6 +202,7 @@ impl Metrics {
         for (name, kind, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
         }
+        self.mcp.render(&mut out);
         out
     }
 }

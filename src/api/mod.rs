@@ -166,7 +166,9 @@ fn declare_host_requirement(document: &mut utoipa::openapi::OpenApi) {
 /// internal errors are logged where they happen.
 pub fn router(app: Arc<App>, limits: &Limits) -> Router {
     let (bounded, unbounded) = routers();
-    let bounded = Router::from(bounded).layer(
+    // MCP (`/mcp`) answers within the same limits: a stream it opens is the body of an answer
+    // already given, which the limits do not hold on to.
+    let bounded = Router::from(bounded).merge(crate::mcp::router(&app)).layer(
         ServiceBuilder::new()
             .layer(HandleErrorLayer::new(|error: tower::BoxError| async move {
                 if error.is::<tower::load_shed::error::Overloaded>() {
@@ -309,7 +311,12 @@ async fn problem_for_bare_errors(response: Response) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|value| value.as_bytes().starts_with(b"application/problem+json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+    // A JSON-RPC error (from `/mcp`) is an answer in its protocol's own shape.
+    let is_json_rpc = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem || is_json_rpc {
         return response;
     }
     let error = match status {

@@ -1,0 +1,60 @@
+//! MCP at `/mcp`: Streamable HTTP with the official SDK (rmcp), serving the catalog through the
+//! Skills extension (SEP-2640, `io.modelcontextprotocol/skills`) and as tools.
+//!
+//! The service is a route of the one router, so it is behind the same layers as the REST API:
+//! authentication, the concurrency limit and timeout, request ids, tracing and metrics. Its
+//! sessions end when shutdown starts. Without a token file, `Host` and `Origin` must be
+//! loopback names (DNS rebinding); with one, the token is the protection.
+
+mod metrics;
+mod server;
+mod tools;
+mod view;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+pub use metrics::McpMetrics;
+pub use server::SkillServer;
+
+use crate::app::App;
+
+/// The route.
+pub const PATH: &str = "/mcp";
+
+/// The `Host` names a server without a token file answers MCP on.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The browser origins a server without a token file lets call MCP (any port).
+const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+
+/// How often an idle event stream carries a keep-alive.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// `/mcp`, to merge into the application's router within its layers.
+pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
+    let mut config = StreamableHttpServerConfig::default().with_sse_keep_alive(Some(KEEP_ALIVE));
+    config.max_request_body_bytes = crate::api::MAX_BODY_BYTES;
+    config = if app.tokens.is_some() {
+        config.disable_allowed_hosts().disable_allowed_origins()
+    } else {
+        config.with_allowed_hosts(LOOPBACK_HOSTS).with_allowed_origins(LOOPBACK_ORIGINS).enforce_origin_validation()
+    };
+    // Sessions (and their event streams) end when shutdown starts.
+    let sessions_end = config.cancellation_token.clone();
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let mut shutdown = app.shutdown.clone();
+        runtime.spawn(async move {
+            crate::shutdown::stopped(&mut shutdown).await;
+            sessions_end.cancel();
+        });
+    }
+    let handler = SkillServer { app: Arc::clone(app), views: Arc::default() };
+    let service =
+        StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config);
+    Router::new().route_service(PATH, service)
+}
