@@ -104,6 +104,10 @@ pub enum ApiError {
     MissingToken,
     #[error("the bearer token is not valid")]
     InvalidToken,
+    /// A request to `/mcp` the MCP transport refused before any JSON-RPC answer (a missing or
+    /// unknown session, a foreign `Host`, what it cannot accept): its 4xx status and reason.
+    #[error("{1}")]
+    McpRefused(StatusCode, String),
     /// Logged where it happens; the client gets a generic text.
     #[error("internal error")]
     Internal,
@@ -148,6 +152,7 @@ impl ApiError {
             }
             Timeout => (StatusCode::REQUEST_TIMEOUT, "timeout", "Request timeout"),
             MissingToken | InvalidToken => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+            McpRefused(status, _) => (*status, "mcp-refused", "MCP request refused"),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
         }
     }

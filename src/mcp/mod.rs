@@ -15,12 +15,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::header;
+use axum::response::{IntoResponse as _, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use metrics::McpMetrics;
 pub use server::SkillServer;
 
+use crate::api::ApiError;
 use crate::app::App;
 
 /// The route.
@@ -56,5 +59,38 @@ pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
     let handler = SkillServer { app: Arc::clone(app), views: Arc::default() };
     let service =
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config);
-    Router::new().route_service(PATH, service)
+    Router::new().route_service(PATH, service).layer(axum::middleware::map_response(problems))
+}
+
+/// The longest reason of a refusal kept (the transport's are a line).
+const MAX_REASON_BYTES: usize = 1024;
+
+/// The transport's refusals in plain text become problems with the same status (its JSON-RPC
+/// errors and event streams pass as they are); a 5xx never shows its text.
+async fn problems(response: Response) -> Response {
+    let status = response.status();
+    let typed = response.headers().get(header::CONTENT_TYPE).is_some_and(|value| {
+        let value = value.as_bytes();
+        value.starts_with(b"application/json") || value.starts_with(b"text/event-stream")
+    });
+    if typed || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    if status.is_server_error() {
+        let text = axum::body::to_bytes(body, MAX_REASON_BYTES).await.unwrap_or_default();
+        tracing::error!(%status, reason = %String::from_utf8_lossy(&text), "the MCP transport failed");
+        return ApiError::Internal.into_response();
+    }
+    let reason = match axum::body::to_bytes(body, MAX_REASON_BYTES).await {
+        Ok(text) if !text.is_empty() => String::from_utf8_lossy(&text).into_owned(),
+        _ => status.canonical_reason().unwrap_or("refused").to_owned(),
+    };
+    let mut problem = ApiError::McpRefused(status, reason).into_response();
+    for name in [header::ALLOW, header::WWW_AUTHENTICATE] {
+        if let Some(value) = parts.headers.get(&name) {
+            problem.headers_mut().insert(name, value.clone());
+        }
+    }
+    problem
 }
