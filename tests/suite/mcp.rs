@@ -406,7 +406,7 @@ async fn with_a_token_mcp_needs_it_and_any_host_may_call() {
     write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, "s3cret-token\n").expect("token file");
-    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path().join("alpha").parent().unwrap())], {
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], {
         let tokens = tokens.clone();
         move |options| options.token_file = Some(tokens)
     })
@@ -483,7 +483,8 @@ async fn bad_input_never_gets_a_server_error() {
     let rpc = |method: &str, params: Value| {
         serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})).expect("JSON")
     };
-    let cases: Vec<(&str, reqwest::RequestBuilder, u16)> = vec![
+    // The HTTP status expected, or a JSON-RPC error code (in a 200 answer's event stream).
+    let cases: Vec<(&str, reqwest::RequestBuilder, i32)> = vec![
         ("not JSON", post(b"{\"jsonrpc\": ".to_vec(), "application/json", Some(&session)), 415),
         ("not JSON-RPC", post(b"{\"hello\": 1}".to_vec(), "application/json", Some(&session)), 415),
         ("deeply nested", post(deep.into_bytes(), "application/json", Some(&session)), 415),
@@ -491,7 +492,7 @@ async fn bad_input_never_gets_a_server_error() {
         ("wrong content type", post(rpc("ping", json!({})), "text/plain", Some(&session)), 415),
         ("no session", post(rpc("ping", json!({})), "application/json", None), 400),
         ("unknown session", post(rpc("ping", json!({})), "application/json", Some("no-such-session")), 404),
-        ("unknown method", post(rpc("skills/explode", json!({})), "application/json", Some(&session)), 200),
+        ("unknown method", post(rpc("skills/explode", json!({})), "application/json", Some(&session)), -32601),
         (
             "params of the wrong shape",
             post(rpc("skills/get", json!({"uri": 5})), "application/json", Some(&session)),
@@ -504,14 +505,46 @@ async fn bad_input_never_gets_a_server_error() {
     ];
     for (what, request, expected) in cases {
         let answer = request.send().await.expect(what);
-        let status = answer.status().as_u16();
+        let status = i32::from(answer.status().as_u16());
         let body = answer.text().await.unwrap_or_default();
-        assert_eq!(status, expected, "{what}: {body}");
-        if expected == 200 {
-            // A JSON-RPC error, in the event stream of the answer.
-            assert!(body.contains("\"error\""), "{what}: {body}");
+        if expected < 0 {
+            assert_eq!(status, 200, "{what}: {body}");
+            assert!(body.contains(&format!("\"code\":{expected}")), "{what}: {body}");
+        } else {
+            assert_eq!(status, expected, "{what}: {body}");
         }
     }
     let client = connect(&app).await;
     assert_eq!(client.list_all_skills().await.expect("still answering").len(), 1);
+}
+
+/// The `mcpServers` block of the README, pointed at a test server with a token: a client
+/// configured with its URL path and headers lists the skills.
+#[tokio::test]
+async fn the_readme_configuration_connects() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let section = &readme[readme.find("### MCP hosts").expect("the MCP hosts section")..];
+    let block = section.split("```json\n").nth(1).and_then(|rest| rest.split("```").next()).expect("a JSON block");
+    let configuration: Value = serde_json::from_str(block).expect("the block is JSON");
+    let server = &configuration["mcpServers"]["skillcat"];
+    assert_eq!(server["type"], "http");
+    let url = server["url"].as_str().expect("url");
+    let path = url.strip_prefix("http://127.0.0.1:8080").expect("the default address");
+    let authorization = server["headers"]["Authorization"].as_str().expect("the token header");
+    let placeholder = authorization.strip_prefix("Bearer ").expect("a bearer token");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("skills/alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "readme-token\n").expect("token file");
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path().join("skills"))], move |options| {
+        options.token_file = Some(tokens)
+    })
+    .await;
+    let token = placeholder.replace("YOUR-TOKEN", "readme-token");
+    let config = StreamableHttpClientTransportConfig::with_uri(app.url(path)).auth_header(token);
+    let client =
+        Listener::default().serve(StreamableHttpClientTransport::from_config(config)).await.expect("initialize");
+    let listed = client.list_all_skills().await.expect("skills/list");
+    assert_eq!(listed.iter().map(|skill| skill.uri.as_str()).collect::<Vec<_>>(), ["skill://alpha/SKILL.md"]);
 }
