@@ -28,6 +28,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+pub(crate) use auth::Authenticated;
 pub use error::{ApiError, Problem};
 pub use http::MAX_BODY_BYTES;
 

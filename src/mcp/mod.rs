@@ -14,17 +14,26 @@ mod view;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::http::header;
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
+use axum::{Extension, Router};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use metrics::McpMetrics;
 pub use server::SkillServer;
 
-use crate::api::ApiError;
+use crate::api::{ApiError, Authenticated};
 use crate::app::App;
+use crate::limits::{StreamRefusal, StreamSlot};
 
 /// The route.
 pub const PATH: &str = "/mcp";
@@ -59,7 +68,71 @@ pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
     let handler = SkillServer { app: Arc::clone(app), views: Arc::default() };
     let service =
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config);
-    Router::new().route_service(PATH, service).layer(axum::middleware::map_response(problems))
+    Router::new()
+        .route_service(PATH, service)
+        .layer(axum::middleware::map_response(problems))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(app), streams))
+}
+
+/// A session's event stream (`GET /mcp`) takes a place among the capped event streams, as
+/// `GET /events` does; and every answer's stream ends when the token it was opened with is
+/// revoked.
+async fn streams(
+    State(app): State<Arc<App>>,
+    authenticated: Option<Extension<Authenticated>>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let slot = if request.method() == Method::GET {
+        let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
+        match app.streams.open(client) {
+            Ok(slot) => Some(slot),
+            Err(StreamRefusal::Full) => return ApiError::TooManyStreams.into_response(),
+            Err(StreamRefusal::ClientFull) => return ApiError::TooManyStreamsForClient.into_response(),
+        }
+    } else {
+        None
+    };
+    let revoked = app.tokens.as_ref().zip(authenticated).map(|(store, Extension(Authenticated(digest)))| {
+        let mut tokens = store.subscribe();
+        let revoked: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+            if tokens.wait_for(|tokens| !tokens.contains(&digest)).await.is_err() {
+                // The tokens can no longer change.
+                std::future::pending::<()>().await;
+            }
+        });
+        revoked
+    });
+    let response = next.run(request).await;
+    if slot.is_none() && revoked.is_none() {
+        return response;
+    }
+    response.map(|inner| Body::new(Guarded { inner, revoked, _slot: slot }))
+}
+
+/// An answer's body that ends when its token is revoked, holding its stream's place while it lives.
+struct Guarded {
+    inner: Body,
+    revoked: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    _slot: Option<StreamSlot>,
+}
+
+impl hyper::body::Body for Guarded {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        if let Some(revoked) = self.revoked.as_mut()
+            && revoked.as_mut().poll(context).is_ready()
+        {
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut self.inner).poll_frame(context)
+    }
 }
 
 /// The longest reason of a refusal kept (the transport's are a line).

@@ -548,3 +548,50 @@ async fn the_readme_configuration_connects() {
     let listed = client.list_all_skills().await.expect("skills/list");
     assert_eq!(listed.iter().map(|skill| skill.uri.as_str()).collect::<Vec<_>>(), ["skill://alpha/SKILL.md"]);
 }
+
+/// A session's event stream ends when the token it was opened with is revoked, and takes a place
+/// among the capped event streams while it is open.
+#[tokio::test]
+async fn a_session_stream_ends_when_its_token_is_revoked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("skills/alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "first-token\n").expect("token file");
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path().join("skills"))], {
+        let tokens = tokens.clone();
+        move |options| options.token_file = Some(tokens)
+    })
+    .await;
+    let bearer = ("authorization", "Bearer first-token");
+    let answer = initialize(&app, &[bearer]).await;
+    let session = answer.headers()["mcp-session-id"].to_str().expect("session").to_owned();
+    let initialized = app
+        .client
+        .post(app.url("/mcp"))
+        .header(bearer.0, bearer.1)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .send()
+        .await
+        .expect("initialized");
+    assert_eq!(initialized.status(), 202);
+    let mut stream = app
+        .client
+        .get(app.url("/mcp"))
+        .header(bearer.0, bearer.1)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    let next = tempfile::NamedTempFile::new_in(dir.path()).expect("temporary");
+    std::fs::write(next.path(), "second-token\n").expect("write");
+    next.persist(&tokens).expect("replace the token file");
+    let ended = tokio::time::timeout(DEADLINE, async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
+    assert!(ended.is_ok(), "the stream outlived its token");
+}
