@@ -40,7 +40,7 @@ impl SkillServer {
     /// The MCP view of the current catalog version.
     pub(super) async fn view(&self) -> Result<Arc<View>, ErrorData> {
         let snapshot = self.app.catalog.snapshot();
-        self.views.of(&self.app.catalog, &snapshot).await.map_err(unavailable)
+        self.views.of(&self.app.catalog, snapshot).await.map_err(unavailable)
     }
 
     /// Runs one request's answer, counting it by method and outcome.

@@ -124,8 +124,24 @@ pub struct Views {
 }
 
 impl Views {
-    /// The view of `snapshot`, made now if it is newer than the last one made.
-    pub async fn of(&self, live: &LiveCatalog, snapshot: &Snapshot) -> Result<Arc<View>, CatalogError> {
+    /// The view of `snapshot`, made now if it is newer than the last one made. It is made in a
+    /// task of its own, which goes on when the request that started it ends (the first view of a
+    /// large catalog reads every `SKILL.md`), so the next request finds it made or waits for it.
+    pub async fn of(self: &Arc<Self>, live: &LiveCatalog, snapshot: Arc<Snapshot>) -> Result<Arc<View>, CatalogError> {
+        snapshot.ready()?;
+        if let Some(view) = self.current.lock().await.as_ref().filter(|view| view.version >= snapshot.version) {
+            return Ok(Arc::clone(view));
+        }
+        let (views, live) = (Arc::clone(self), live.clone());
+        match tokio::spawn(async move { views.make(&live, &snapshot).await }).await {
+            Ok(view) => view,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down.
+            Err(_) => Err(CatalogError::NotReady),
+        }
+    }
+
+    async fn make(&self, live: &LiveCatalog, snapshot: &Snapshot) -> Result<Arc<View>, CatalogError> {
         let catalog = snapshot.ready()?;
         let mut current = self.current.lock().await;
         if let Some(view) = current.as_ref().filter(|view| view.version >= snapshot.version) {
