@@ -141,7 +141,7 @@ async fn read_skill_file(app: &App, input: ReadSkillFile) -> Result<CallToolResu
     let skill = find(snapshot.ready()?, &input.name)?;
     let file = skill.file(&input.path)?;
     let bytes = app.catalog.file(skill, file).await?;
-    let uri = format!("skill://{}/{}", skill.skill.name(), file.path);
+    let uri = super::view::uri(skill.skill.name().as_str(), file.path.as_str());
     let content = match String::from_utf8(bytes) {
         Ok(text) => ContentBlock::text(text),
         Err(error) => {

@@ -97,7 +97,7 @@ impl View {
 }
 
 /// The URI of a skill's file or folder (`path` `""`: the skill's folder).
-pub fn uri(name: &SpecName, path: &str) -> String {
+pub fn uri(name: &str, path: &str) -> String {
     let mut uri = format!("{SCHEME}{name}");
     for segment in path.split('/').filter(|segment| !segment.is_empty()) {
         uri.push('/');
@@ -229,24 +229,24 @@ impl McpSkill {
         let mut frontmatter = SkillFrontmatter::new(name.as_str(), description.clone());
         frontmatter.extra = fields;
 
-        let skill_md_uri = uri(&name, SKILL_MD);
+        let skill_md_uri = uri(name.as_str(), SKILL_MD);
         let resources = files
             .iter()
-            .map(|file| SkillResource::new(uri(&name, file.path.as_str()), file.digest.to_string(), file.size));
+            .map(|file| SkillResource::new(uri(name.as_str(), file.path.as_str()), file.digest.to_string(), file.size));
         let entry = Skill::new(&skill_md_uri, frontmatter, SkillResources::Files(resources.collect()));
         entry.validate().map_err(|error| format!("its entry breaks a rule of SEP-2640: {error}"))?;
         let listed = Resource::new(&skill_md_uri, name.as_str())
             .with_description(description)
             .with_mime_type(mime_type(skill_md))
             .with_size(skill_md.size);
-        let directories = directories(&name, files);
+        let directories = directories(name.as_str(), files);
         Ok(McpSkill { name, entry, listed, directories })
     }
 }
 
 /// Every folder of a skill's listing and its direct children (files, and folders as
 /// `inode/directory`), in code-point order.
-fn directories(name: &SpecName, files: &[SkillFile]) -> BTreeMap<String, Vec<Resource>> {
+fn directories(name: &str, files: &[SkillFile]) -> BTreeMap<String, Vec<Resource>> {
     let mut children: BTreeMap<String, BTreeMap<String, Resource>> = BTreeMap::new();
     children.insert(String::new(), BTreeMap::new());
     for file in files {
@@ -280,18 +280,16 @@ mod tests {
 
     #[test]
     fn uris_encode_each_segment() {
-        let name = SpecName::parse("pdf").unwrap();
-        assert_eq!(uri(&name, ""), "skill://pdf");
-        assert_eq!(uri(&name, "SKILL.md"), "skill://pdf/SKILL.md");
-        assert_eq!(uri(&name, "a b/c%d?.md"), "skill://pdf/a%20b/c%25d%3F.md");
-        assert_eq!(uri(&name, "é/x~y"), "skill://pdf/%C3%A9/x~y");
+        assert_eq!(uri("pdf", ""), "skill://pdf");
+        assert_eq!(uri("pdf", "SKILL.md"), "skill://pdf/SKILL.md");
+        assert_eq!(uri("pdf", "a b/c%d?.md"), "skill://pdf/a%20b/c%25d%3F.md");
+        assert_eq!(uri("pdf", "é/x~y"), "skill://pdf/%C3%A9/x~y");
     }
 
     #[test]
     fn folders_list_their_direct_children() {
-        let name = SpecName::parse("pdf").unwrap();
         let files = [file("SKILL.md"), file("templates/a.md"), file("templates/regional/eu.md"), file("z.py")];
-        let folders = directories(&name, &files);
+        let folders = directories("pdf", &files);
         let listed = |folder: &str| -> Vec<(String, Option<String>)> {
             folders[folder].iter().map(|resource| (resource.uri.clone(), resource.mime_type.clone())).collect()
         };
