@@ -8,7 +8,7 @@
 //! with why; the tools still reach it, as the REST API does.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use futures_util::StreamExt as _;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
@@ -119,7 +119,10 @@ type Made = (Arc<CatalogSkill>, Result<Arc<McpSkill>, String>);
 /// version is current.
 #[derive(Default)]
 pub struct Views {
-    current: tokio::sync::Mutex<Option<Arc<View>>>,
+    /// The last view made: what requests read, without waiting.
+    current: RwLock<Option<Arc<View>>>,
+    /// Held while a view is made, so that one is made at a time.
+    making: tokio::sync::Mutex<()>,
     skills: Mutex<HashMap<ETag, Arc<McpSkill>>>,
 }
 
@@ -129,8 +132,8 @@ impl Views {
     /// large catalog reads every `SKILL.md`), so the next request finds it made or waits for it.
     pub async fn of(self: &Arc<Self>, live: &LiveCatalog, snapshot: Arc<Snapshot>) -> Result<Arc<View>, CatalogError> {
         snapshot.ready()?;
-        if let Some(view) = self.current.lock().await.as_ref().filter(|view| view.version >= snapshot.version) {
-            return Ok(Arc::clone(view));
+        if let Some(view) = self.made(snapshot.version) {
+            return Ok(view);
         }
         let (views, live) = (Arc::clone(self), live.clone());
         match tokio::spawn(async move { views.make(&live, &snapshot).await }).await {
@@ -141,11 +144,17 @@ impl Views {
         }
     }
 
+    /// The last view made, if it is of `version` or newer.
+    fn made(&self, version: u64) -> Option<Arc<View>> {
+        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        current.as_ref().filter(|view| view.version >= version).cloned()
+    }
+
     async fn make(&self, live: &LiveCatalog, snapshot: &Snapshot) -> Result<Arc<View>, CatalogError> {
         let catalog = snapshot.ready()?;
-        let mut current = self.current.lock().await;
-        if let Some(view) = current.as_ref().filter(|view| view.version >= snapshot.version) {
-            return Ok(Arc::clone(view));
+        let _making = self.making.lock().await;
+        if let Some(view) = self.made(snapshot.version) {
+            return Ok(view);
         }
         let known: HashMap<ETag, Arc<McpSkill>> = self.skills.lock().expect("skill answers").clone();
         let made: Vec<Made> = futures_util::stream::iter(catalog.skills.iter().cloned())
@@ -177,6 +186,7 @@ impl Views {
         *self.skills.lock().expect("skill answers") = kept;
         let index = skills.iter().enumerate().map(|(index, skill)| (skill.mcp.name.clone(), index)).collect();
         let view = Arc::new(View { version: snapshot.version, skills, index, left_out });
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         report_left_out(current.as_deref(), &view);
         *current = Some(Arc::clone(&view));
         Ok(view)
