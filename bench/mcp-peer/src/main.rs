@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt as _;
 use rmcp::handler::server::skill_catalog::SkillCatalog;
 use rmcp::model::{
     GetSkillRequestParams, GetSkillResult, ListResourcesResult, ListSkillsResult, PaginatedRequestParams,
@@ -79,10 +80,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let skills = Arc::new(tokio::task::spawn_blocking(move || SkillCatalog::from_dir(dir)).await??);
     let peer = Peer { skills };
     let config = StreamableHttpServerConfig::default().with_sse_keep_alive(Some(Duration::from_secs(15)));
-    let service = StreamableHttpService::new(move || Ok(peer.clone()), Arc::new(LocalSessionManager::default()), config);
+    let service =
+        StreamableHttpService::new(move || Ok(peer.clone()), Arc::new(LocalSessionManager::default()), config);
     let router = axum::Router::new().route_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(&address).await?;
     println!("serving address={}", listener.local_addr()?);
+    // TCP_NODELAY, as skillcat sets it: an event stream's writes must not wait for delayed ACKs.
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async {
             let mut terminate =
