@@ -19,6 +19,9 @@ use crate::app::App;
 use crate::catalog::CatalogError;
 use crate::spec::SpecName;
 
+/// The file every skill folder holds at its top.
+const SKILL_MD: &str = "SKILL.md";
+
 /// Entries of `skills/list` (and `SKILL.md` resources of `resources/list`) per page.
 const PAGE: usize = 100;
 
@@ -119,7 +122,7 @@ impl SkillServer {
         let view = self.view().await?;
         let unknown = || ErrorData::invalid_params(format!("no skill is served at {}", request.uri), None);
         let skill = match view.resolve(&request.uri) {
-            Some(Target::File(skill, file)) if file.path.as_str() == "SKILL.md" => skill,
+            Some(Target::File(skill, file)) if file.path.as_str() == SKILL_MD => skill,
             _ => return Err(unknown()),
         };
         if skill.mcp.entry.uri != request.uri {
@@ -163,7 +166,15 @@ impl SkillServer {
         let Some(Target::File(skill, file)) = view.resolve(&request.uri) else {
             return Err(not_found());
         };
-        let bytes = self.app.catalog.file(&skill.catalog, file).await.map_err(|error| match error {
+        // A SKILL.md (what hosts read most) comes from the catalog's contents, checked against the
+        // snapshot's version of it and kept while no file changed; any other file is read
+        // beneath the skill's folder and checked against its listed digest.
+        let read = if file.path.as_str() == SKILL_MD {
+            self.app.catalog.content(&skill.catalog).await.map(|content| content.body().to_vec())
+        } else {
+            self.app.catalog.file(&skill.catalog, file).await
+        };
+        let bytes = read.map_err(|error| match error {
             CatalogError::Changed(_) => ErrorData::internal_error(error.to_string(), None),
             CatalogError::Read { .. } => {
                 tracing::error!(%error, "a source failed to read a skill file");

@@ -157,10 +157,15 @@ async fn entries_carry_the_frontmatter_verbatim_and_folders_list_their_children(
     write(&pdf.join("templates/invoice.md"), b"# Invoice\n");
     write(&pdf.join("templates/regional/eu.md"), b"# EU\n");
     write(&pdf.join("assets/logo.png"), &[0x89, b'P', b'N', b'G', 0xff, 0]);
+    // Line breaks are served as they are on disk.
+    let crlf = b"---\r\nname: crlf\r\ndescription: Windows line breaks\r\n---\r\nBody.\r\n\rOld Mac.\n";
+    write(&dir.path().join("crlf/SKILL.md"), crlf);
     let app = TestApp::spawn_dir(dir.path()).await;
     let client = connect(&app).await;
-    let listed = client.list_all_skills().await.expect("skills/list");
-    assert_eq!(listed.len(), 1);
+    let mut listed = client.list_all_skills().await.expect("skills/list");
+    assert_eq!(listed.len(), 2);
+    let crlf_entry = listed.remove(0);
+    assert_eq!(rebuild(&client, &crlf_entry).await, BTreeMap::from([("SKILL.md".to_owned(), crlf.to_vec())]));
     let frontmatter = serde_json::to_value(&listed[0].frontmatter).expect("JSON");
     assert_eq!(
         frontmatter,
@@ -202,10 +207,10 @@ async fn entries_carry_the_frontmatter_verbatim_and_folders_list_their_children(
         matches!(&logo.contents[0], ResourceContents::BlobResourceContents { mime_type: Some(mime), .. } if mime == "image/png")
     );
     let resources = client.list_all_resources().await.expect("resources/list");
-    assert_eq!(resources.len(), 1);
-    assert_eq!(resources[0].uri, "skill://pdf/SKILL.md");
-    assert_eq!((resources[0].name.as_str(), resources[0].description.as_deref()), ("pdf", Some("Fill PDF forms")));
-    assert_eq!(resources[0].mime_type.as_deref(), Some("text/markdown"));
+    assert_eq!(resources.len(), 2);
+    assert_eq!(resources[1].uri, "skill://pdf/SKILL.md");
+    assert_eq!((resources[1].name.as_str(), resources[1].description.as_deref()), ("pdf", Some("Fill PDF forms")));
+    assert_eq!(resources[1].mime_type.as_deref(), Some("text/markdown"));
 }
 
 fn invalid_params_code(error: &ServiceError) -> Option<i32> {
