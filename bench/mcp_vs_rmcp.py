@@ -8,8 +8,9 @@
 The peer is bench/mcp-peer: rmcp 3.11's `SkillCatalog` (feature `skills-fs`), wired as rmcp's
 documentation shows, on the same Streamable HTTP transport with the same settings. Both serve the
 same tree (bench/discovery_ratio.py's: team-XX/skill-NNNNN, some with references and examples), one
-at a time, each with one MCP session that every wrk connection shares, on the same number of
-runtime threads. Measured with wrk (POST of a JSON-RPC request, the session's headers):
+at a time, on the same number of
+runtime threads. Measured with wrk (POST of a JSON-RPC request), each request on the next of as
+many MCP sessions as wrk has connections (hosts each have their own):
 
   skills/list            the first page: skillcat pages by 100 entries, the peer answers the whole
                          catalog at once, so entries listed per second is the comparable number
@@ -118,18 +119,29 @@ def call(port: int, session: str, method: str, params: dict) -> tuple[dict, int]
     return result_of(answer.body), len(answer.body)
 
 
-def wrk_script(directory: Path, name: str, session: str, body: bytes) -> Path:
+def wrk_script(directory: Path, name: str, sessions: list[str], body: bytes) -> Path:
+    """POSTs `body`, each request on the next of `sessions` in turn (a host has a session of its
+    own: one session shared by every connection would measure how one session queues)."""
     script = directory / f"wrk-mcp-{name}.lua"
-    headers = {"Content-Type": "application/json", "Accept": ACCEPT, "Mcp-Session-Id": session,
-               "Mcp-Protocol-Version": PROTOCOL}
+    common = {"Content-Type": "application/json", "Accept": ACCEPT, "Mcp-Protocol-Version": PROTOCOL}
     lines = ['wrk.method = "POST"', f"wrk.body = [==[{body.decode()}]==]"]
-    lines += [f'wrk.headers["{key}"] = "{value}"' for key, value in headers.items()]
+    lines += [f'wrk.headers["{key}"] = "{value}"' for key, value in common.items()]
+    lines.append("local sessions = {" + ", ".join(f'"{session}"' for session in sessions) + "}")
+    lines += [
+        "local counter = 0",
+        "function request()",
+        "  counter = counter + 1",
+        '  wrk.headers["Mcp-Session-Id"] = sessions[(counter % #sessions) + 1]',
+        "  return wrk.format()",
+        "end",
+    ]
     script.write_text("\n".join(lines) + "\n" + web.WRK_DONE, encoding="utf-8")
     return script
 
 
 def measure_server(label: str, port: int, settings: web.WrkSettings, work: Path) -> dict:
-    session = open_session(port)
+    sessions = [open_session(port) for _ in range(settings.connections)]
+    session = sessions[0]
     listing, list_bytes = call(port, session, "skills/list", {})
     entries = len(listing["skills"])
     if entries == 0:
@@ -140,7 +152,7 @@ def measure_server(label: str, port: int, settings: web.WrkSettings, work: Path)
         raise BenchError(f"{label}: resources/read of {skill_md} is not the SKILL.md")
     outcome = {"entries_per_list": entries, "list_bytes": list_bytes, "read_bytes": read_bytes, "skill_md": skill_md}
     for key, body in (("list", rpc("skills/list", {})), ("read", rpc("resources/read", {"uri": skill_md}))):
-        script = wrk_script(work, f"{label}-{key}", session, body)
+        script = wrk_script(work, f"{label}-{key}", sessions, body)
         url = f"http://127.0.0.1:{port}/mcp"
         if settings.warmup:
             web.run_wrk(settings, url, script, {}, settings.warmup)
@@ -254,8 +266,8 @@ def main() -> int:
         f"- Versions: {command_version([str(binary), '--version'])}, rmcp 3.11.0 (bench/mcp-peer), "
         f"{command_version([wrk, '--version'])}.",
         f"- Settings: wrk {args.threads} threads, {args.connections} keep-alive connections, {warmup:g} s warm-up then "
-        f"{duration:g} s measured per request; each server {args.workers} runtime threads, one MCP session "
-        f"(protocol {PROTOCOL}).",
+        f"{duration:g} s measured per request, each on the next of {args.connections} MCP sessions (protocol "
+        f"{PROTOCOL}); each server {args.workers} runtime threads.",
         "",
         table(results),
     ]
