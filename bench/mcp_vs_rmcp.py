@@ -15,6 +15,7 @@ many MCP sessions as wrk has connections (hosts each have their own):
   skills/list            the first page: skillcat pages by 100 entries, the peer answers the whole
                          catalog at once, so entries listed per second is the comparable number
   resources/read         of one skill's SKILL.md
+  ping                   no work at all: what the transport and the HTTP stack cost (no target)
 
 Target: skillcat at least 2x the peer's throughput (entries per second for skills/list, requests
 per second for resources/read) with a p99 no worse. The peer serves a snapshot it read at start;
@@ -139,6 +140,25 @@ def wrk_script(directory: Path, name: str, sessions: list[str], body: bytes) -> 
     return script
 
 
+def run_wrk(settings: web.WrkSettings, url: str, script: Path, seconds: float) -> dict:
+    """bench/http_vs_nginx.py's wrk run, with a longer timeout: the peer's whole-catalog answer at
+    10,000 skills can take seconds under load, and a timed-out request would end the row."""
+    command = [
+        settings.wrk, "-t", str(settings.threads), "-c", str(settings.connections),
+        "-d", f"{max(1, round(seconds))}s", "--timeout", "30s", "-s", str(script), url,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("WRK_RESULT ")]
+    if not lines:
+        raise BenchError(f"wrk printed no result (exit {result.returncode}):\n{result.stdout}\n{result.stderr}")
+    data = json.loads(lines[0][len("WRK_RESULT "):])
+    errors = {kind: count for kind, count in data["errors"].items() if count}
+    if data["requests"] <= 0 or errors:
+        raise BenchError(f"wrk made no request or saw errors {errors}: {' '.join(command)}")
+    data["rps"] = data["requests"] / (data["duration_us"] / 1e6)
+    return data
+
+
 def measure_server(label: str, port: int, settings: web.WrkSettings, work: Path) -> dict:
     sessions = [open_session(port) for _ in range(settings.connections)]
     session = sessions[0]
@@ -151,12 +171,13 @@ def measure_server(label: str, port: int, settings: web.WrkSettings, work: Path)
     if not read["contents"][0].get("text", "").startswith("---"):
         raise BenchError(f"{label}: resources/read of {skill_md} is not the SKILL.md")
     outcome = {"entries_per_list": entries, "list_bytes": list_bytes, "read_bytes": read_bytes, "skill_md": skill_md}
-    for key, body in (("list", rpc("skills/list", {})), ("read", rpc("resources/read", {"uri": skill_md}))):
+    requests = (("list", rpc("skills/list", {})), ("read", rpc("resources/read", {"uri": skill_md})), ("ping", rpc("ping", {})))
+    for key, body in requests:
         script = wrk_script(work, f"{label}-{key}", sessions, body)
         url = f"http://127.0.0.1:{port}/mcp"
         if settings.warmup:
-            web.run_wrk(settings, url, script, {}, settings.warmup)
-        outcome[key] = web.run_wrk(settings, url, script, {}, settings.duration)
+            run_wrk(settings, url, script, settings.warmup)
+        outcome[key] = run_wrk(settings, url, script, settings.duration)
         log(f"  {label} {key}: {outcome[key]['rps']:.0f} requests/s, p99 {outcome[key]['p99_us'] / 1000:.2f} ms")
     return outcome
 
@@ -208,20 +229,21 @@ def table(results: dict) -> str:
     ]
     for size, row in results.items():
         ours, peer = row["skillcat"], row["peer"]
-        for key, what in (("list", "skills/list"), ("read", "resources/read SKILL.md")):
+        for key, what in (("list", "skills/list"), ("read", "resources/read SKILL.md"), ("ping", "ping")):
             if key == "list":
                 mine = ours["list"]["rps"] * ours["entries_per_list"]
                 theirs = peer["list"]["rps"] * peer["entries_per_list"]
                 unit = " entries/s"
                 detail = f" ({ours['entries_per_list']} / {peer['entries_per_list']} per answer)"
             else:
-                mine, theirs, unit, detail = ours["read"]["rps"], peer["read"]["rps"], " req/s", ""
+                mine, theirs, unit, detail = ours[key]["rps"], peer[key]["rps"], " req/s", ""
             ratio = mine / theirs
             p99_ours, p99_peer = ours[key]["p99_us"] / 1000, peer[key]["p99_us"] / 1000
             met = ratio >= 2 and p99_ours <= p99_peer
+            verdict = "info" if key == "ping" else ("met" if met else "missed")
             lines.append(
                 f"| {size:,} | {what}{detail} | {mine:,.0f}{unit} | {theirs:,.0f}{unit} | {ratio:.1f}x | "
-                f"{p99_ours:.2f} ms | {p99_peer:.2f} ms | {'met' if met else 'missed'} |"
+                f"{p99_ours:.2f} ms | {p99_peer:.2f} ms | {verdict} |"
             )
     return "\n".join(lines)
 
