@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod limits;
 pub mod listen;
+pub mod mcp;
 pub mod observability;
 pub mod server;
 pub mod shutdown;

@@ -30,8 +30,9 @@ pub fn init_tracing(format: LogFormat) {
 
 /// Libraries that log routine events at `info`, kept at a quieter level unless `RUST_LOG` names
 /// them: notify logs "unable to remove watch descriptor" whenever a watched folder is deleted,
-/// which is expected (the kernel dropped the watch first) and tells an operator nothing.
-const QUIETER: &[(&str, &str)] = &[("notify", "warn")];
+/// which is expected (the kernel dropped the watch first) and tells an operator nothing; rmcp
+/// logs every MCP session's start and its client's whole `initialize` request.
+const QUIETER: &[(&str, &str)] = &[("notify", "warn"), ("rmcp", "warn")];
 
 /// The filter for a `RUST_LOG` value: its directives (`info` when unset or invalid), plus
 /// [`QUIETER`] for the targets it does not name.
@@ -107,6 +108,8 @@ pub struct Metrics {
     sse_clients: AtomicUsize,
     search_indexes: AtomicU64,
     search_documents: AtomicU64,
+    /// MCP requests by method.
+    pub mcp: crate::mcp::McpMetrics,
 }
 
 impl Metrics {
@@ -227,6 +230,7 @@ impl Metrics {
         for (name, kind, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
         }
+        self.mcp.render(&mut out);
         out
     }
 }

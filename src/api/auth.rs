@@ -16,7 +16,7 @@ pub(super) const OPEN_ROUTES: &[&str] =
 /// The token a request was let in with (as its digest), for streams that must end when the token
 /// is revoked.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Authenticated(pub TokenDigest);
+pub(crate) struct Authenticated(pub TokenDigest);
 
 /// Authentication, in the gate of every route: lets the request through (marked
 /// [`Authenticated`]) or refuses it with a 401.

@@ -113,6 +113,10 @@ pub enum ApiError {
     /// A login or logout form that another site's page made a browser send.
     #[error("this form is accepted only from this server's own pages")]
     CrossSite,
+    /// A request to `/mcp` the MCP transport refused before any JSON-RPC answer (a missing or
+    /// unknown session, a foreign `Host`, what it cannot accept): its 4xx status and reason.
+    #[error("{1}")]
+    McpRefused(StatusCode, String),
     /// Logged where it happens; the client gets a generic text.
     #[error("internal error")]
     Internal,
@@ -160,6 +164,7 @@ impl ApiError {
             Timeout => (StatusCode::REQUEST_TIMEOUT, "timeout", "Request timeout"),
             MissingToken | InvalidToken => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
             CrossSite => (StatusCode::FORBIDDEN, "cross-site", "Cross-site request refused"),
+            McpRefused(status, _) => (*status, "mcp-refused", "MCP request refused"),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
         }
     }

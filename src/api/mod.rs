@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+pub(crate) use auth::Authenticated;
 pub use error::{ApiError, Problem};
 pub use http::MAX_BODY_BYTES;
 
@@ -163,7 +164,9 @@ fn declare_host_requirement(document: &mut utoipa::openapi::OpenApi) {
 pub fn router(app: Arc<App>, limits: &Limits) -> Router {
     let (bounded, unbounded) = routers();
     Router::new()
-        .merge(Router::from(bounded).layer(gate::LimitLayer::new(limits)))
+        // MCP (`/mcp`) answers within the same limits: a stream it opens is the body of an
+        // answer already given, which the limits do not hold on to.
+        .merge(Router::from(bounded).merge(crate::mcp::router(&app)).layer(gate::LimitLayer::new(limits)))
         .merge(Router::from(unbounded))
         .fallback(|| async { ApiError::RouteNotFound })
         .layer(gate::GateLayer::new(Arc::clone(&app)))
@@ -227,11 +230,15 @@ fn is_authority_host_and_port(value: &[u8]) -> bool {
 /// problem body as every other error.
 fn problem_for_bare_errors(response: Response) -> Response {
     let status = response.status();
-    // A page's own error (the login form again after a wrong token) is an answer already.
-    let is_problem = response.headers().get(header::CONTENT_TYPE).is_some_and(|value| {
-        value.as_bytes().starts_with(b"application/problem+json") || value.as_bytes().starts_with(b"text/html")
+    // A page's own error (the login form again after a wrong token) is an answer already, and a
+    // JSON-RPC error (from `/mcp`) is an answer in its protocol's own shape.
+    let is_answer = response.headers().get(header::CONTENT_TYPE).is_some_and(|value| {
+        let value = value.as_bytes();
+        value.starts_with(b"application/problem+json")
+            || value.starts_with(b"text/html")
+            || value.starts_with(b"application/json")
     });
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+    if !(status.is_client_error() || status.is_server_error()) || is_answer {
         return response;
     }
     let error = match status {

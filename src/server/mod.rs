@@ -192,6 +192,11 @@ impl Server {
                 }
             };
             backoff = Duration::ZERO;
+            // Streamed answers (event streams, MCP's answers) go out in several writes: without
+            // this, each small write after the first waits for the client's delayed ACK (40 ms).
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+            }
             // Each request knows its peer (event streams are capped per client).
             let service = router.clone().map_request(move |mut request: axum::extract::Request<_>| {
                 request.extensions_mut().insert(ConnectInfo(peer));

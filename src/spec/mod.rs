@@ -13,6 +13,7 @@
 //! `description` and nothing else, and decides the catalog): it reads the whole frontmatter as
 //! YAML, and it never changes what the catalog holds.
 
+mod json;
 mod yaml;
 
 use std::fmt;
@@ -20,6 +21,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use skillcat_core::pystr;
 
+pub use self::json::frontmatter_json;
 use self::yaml::{Entries, Node, ScalarKind};
 
 /// A name's length bound, in characters.
@@ -295,6 +297,20 @@ pub fn frontmatter_fields(content: &str) -> Result<Vec<(String, String)>, String
 /// The frontmatter's top-level entries. It is found as nagents finds it (a first line `---`,
 /// closed by the next line `---`, Python's line breaks), so both readings agree on where it is.
 fn frontmatter(content: &str) -> Result<Entries, String> {
+    let text = frontmatter_text(content)?;
+    let root = yaml::parse(&text).map_err(|error| {
+        // The YAML's first line is the file's second.
+        format!("the frontmatter is not valid YAML: {} (line {} of SKILL.md)", error.reason, error.line + 1)
+    })?;
+    match root.as_deref() {
+        Some(Node::Mapping(entries)) => Ok(entries.clone()),
+        Some(other) => Err(format!("the frontmatter is {}, not a mapping of fields", other.describe())),
+        None => Err("the frontmatter is empty: it needs at least name and description".to_owned()),
+    }
+}
+
+/// The frontmatter's YAML text, found as nagents finds it.
+fn frontmatter_text(content: &str) -> Result<String, String> {
     let mut lines = pystr::splitlines(content);
     if lines.next().is_none_or(|first| pystr::strip(first) != "---") {
         return Err("SKILL.md has no YAML frontmatter: the specification requires one, between two `---` lines, \
@@ -312,15 +328,7 @@ fn frontmatter(content: &str) -> Result<Entries, String> {
             None => return Err("the frontmatter has no closing `---` line".to_owned()),
         }
     }
-    let root = yaml::parse(&text).map_err(|error| {
-        // The YAML's first line is the file's second.
-        format!("the frontmatter is not valid YAML: {} (line {} of SKILL.md)", error.reason, error.line + 1)
-    })?;
-    match root.as_deref() {
-        Some(Node::Mapping(entries)) => Ok(entries.clone()),
-        Some(other) => Err(format!("the frontmatter is {}, not a mapping of fields", other.describe())),
-        None => Err("the frontmatter is empty: it needs at least name and description".to_owned()),
-    }
+    Ok(text)
 }
 
 fn check_fields(fields: &Entries, folder: &str, findings: &mut Vec<Finding>) {

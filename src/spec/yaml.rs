@@ -107,7 +107,13 @@ impl fmt::Display for YamlError {
 /// Parses one YAML document. `Ok(None)` when the text holds no document at all (only comments
 /// or nothing).
 pub fn parse(text: &str) -> Result<Option<Rc<Node>>, YamlError> {
-    let mut builder = Builder::default();
+    parse_to_depth(text, COLLAPSED_DEPTH)
+}
+
+/// [`parse`], keeping collections down to `depth` (the root is depth 0) rather than to the
+/// depth the rules read: the whole frontmatter, as MCP's skill listing copies it.
+pub fn parse_to_depth(text: &str, depth: usize) -> Result<Option<Rc<Node>>, YamlError> {
+    let mut builder = Builder { collapse_at: depth, ..Builder::default() };
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(scan_error)?;
         if let Some(done) = builder.on_event(event, span)? {
@@ -137,6 +143,8 @@ struct Frame {
 
 #[derive(Default)]
 struct Builder {
+    /// Collections at this depth and deeper are kept as their kind.
+    collapse_at: usize,
     stack: Vec<Frame>,
     anchors: HashMap<usize, Rc<Node>>,
     root: Option<Rc<Node>>,
@@ -195,7 +203,7 @@ impl Builder {
     }
 
     fn open(&mut self, kind: CollectionKind, anchor: usize) {
-        let kept = self.stack.len() < COLLAPSED_DEPTH;
+        let kept = self.stack.len() < self.collapse_at;
         self.stack.push(Frame {
             kind,
             anchor,

@@ -1,0 +1,169 @@
+//! MCP at `/mcp`: Streamable HTTP with the official SDK (rmcp), serving the catalog through the
+//! Skills extension (SEP-2640, `io.modelcontextprotocol/skills`) and as tools.
+//!
+//! The service is a route of the one router, so it is behind the same layers as the REST API:
+//! authentication, the concurrency limit and timeout, request ids, tracing and metrics. Its
+//! sessions end when shutdown starts. Without a token file, `Host` and `Origin` must be
+//! loopback names (DNS rebinding); with one, the token is the protection.
+
+mod metrics;
+mod server;
+mod tools;
+mod view;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse as _, Response};
+use axum::{Extension, Router};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+pub use metrics::McpMetrics;
+pub use server::SkillServer;
+
+use crate::api::{ApiError, Authenticated};
+use crate::app::App;
+use crate::limits::{StreamRefusal, StreamSlot};
+
+/// The route.
+pub const PATH: &str = "/mcp";
+
+/// The `Host` names a server without a token file answers MCP on.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The browser origins a server without a token file lets call MCP (any port).
+const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+
+/// How often an idle event stream carries a keep-alive.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// `/mcp`, to merge into the application's router within its layers.
+pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
+    let mut config = StreamableHttpServerConfig::default().with_sse_keep_alive(Some(KEEP_ALIVE));
+    config.max_request_body_bytes = crate::api::MAX_BODY_BYTES;
+    config = if app.tokens.is_some() {
+        config.disable_allowed_hosts().disable_allowed_origins()
+    } else {
+        config.with_allowed_hosts(LOOPBACK_HOSTS).with_allowed_origins(LOOPBACK_ORIGINS).enforce_origin_validation()
+    };
+    // Sessions (and their event streams) end when shutdown starts.
+    let sessions_end = config.cancellation_token.clone();
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let mut shutdown = app.shutdown.clone();
+        runtime.spawn(async move {
+            crate::shutdown::stopped(&mut shutdown).await;
+            sessions_end.cancel();
+        });
+    }
+    let handler = SkillServer { app: Arc::clone(app), views: Arc::default() };
+    let service =
+        StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config);
+    Router::new()
+        .route_service(PATH, service)
+        .layer(axum::middleware::map_response(problems))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(app), streams))
+}
+
+/// A session's event stream (`GET /mcp`) takes a place among the capped event streams, as
+/// `GET /events` does; and every answer's stream ends when the token it was opened with is
+/// revoked.
+async fn streams(
+    State(app): State<Arc<App>>,
+    authenticated: Option<Extension<Authenticated>>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let slot = if request.method() == Method::GET {
+        let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
+        match app.streams.open(client) {
+            Ok(slot) => Some(slot),
+            Err(StreamRefusal::Full) => return ApiError::TooManyStreams.into_response(),
+            Err(StreamRefusal::ClientFull) => return ApiError::TooManyStreamsForClient.into_response(),
+        }
+    } else {
+        None
+    };
+    let revoked = app.tokens.as_ref().zip(authenticated).map(|(store, Extension(Authenticated(digest)))| {
+        let mut tokens = store.subscribe();
+        let revoked: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+            if tokens.wait_for(|tokens| !tokens.contains(&digest)).await.is_err() {
+                // The tokens can no longer change.
+                std::future::pending::<()>().await;
+            }
+        });
+        revoked
+    });
+    let response = next.run(request).await;
+    if slot.is_none() && revoked.is_none() {
+        return response;
+    }
+    response.map(|inner| Body::new(Guarded { inner, revoked, _slot: slot }))
+}
+
+/// An answer's body that ends when its token is revoked, holding its stream's place while it lives.
+struct Guarded {
+    inner: Body,
+    revoked: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    _slot: Option<StreamSlot>,
+}
+
+impl hyper::body::Body for Guarded {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>> {
+        if let Some(revoked) = self.revoked.as_mut()
+            && revoked.as_mut().poll(context).is_ready()
+        {
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut self.inner).poll_frame(context)
+    }
+}
+
+/// The longest reason of a refusal kept (the transport's are a line).
+const MAX_REASON_BYTES: usize = 1024;
+
+/// The transport's refusals in plain text become problems with the same status (its JSON-RPC
+/// errors and event streams pass as they are); a 5xx never shows its text.
+async fn problems(response: Response) -> Response {
+    let status = response.status();
+    let typed = response.headers().get(header::CONTENT_TYPE).is_some_and(|value| {
+        let value = value.as_bytes();
+        value.starts_with(b"application/json") || value.starts_with(b"text/event-stream")
+    });
+    if typed || !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    if status.is_server_error() {
+        let text = axum::body::to_bytes(body, MAX_REASON_BYTES).await.unwrap_or_default();
+        tracing::error!(%status, reason = %String::from_utf8_lossy(&text), "the MCP transport failed");
+        return ApiError::Internal.into_response();
+    }
+    let reason = match axum::body::to_bytes(body, MAX_REASON_BYTES).await {
+        Ok(text) if !text.is_empty() => String::from_utf8_lossy(&text).into_owned(),
+        _ => status.canonical_reason().unwrap_or("refused").to_owned(),
+    };
+    let mut problem = ApiError::McpRefused(status, reason).into_response();
+    for name in [header::ALLOW, header::WWW_AUTHENTICATE] {
+        if let Some(value) = parts.headers.get(&name) {
+            problem.headers_mut().insert(name, value.clone());
+        }
+    }
+    problem
+}

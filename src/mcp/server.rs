@@ -1,0 +1,314 @@
+//! The MCP server: one handler whose methods answer from the current snapshot.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, ErrorData, GetSkillRequestParams, GetSkillResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{RoleServer, ServerHandler};
+
+use super::tools;
+use super::view::{Target, View, Views, mime_type};
+use crate::app::App;
+use crate::catalog::CatalogError;
+use crate::spec::SpecName;
+
+/// The file every skill folder holds at its top.
+const SKILL_MD: &str = "SKILL.md";
+
+/// Entries of `skills/list` (and `SKILL.md` resources of `resources/list`) per page.
+const PAGE: usize = 100;
+
+/// What a host learns at `initialize`: how to use the tools, and the extension.
+const INSTRUCTIONS: &str = "This server is a catalog of skills: folders of instructions led by a SKILL.md. Call \
+                            list_skills to see which skills exist, load_skill with a name (and optionally a \
+                            token_limit) to read one, and read_skill_file for a file its SKILL.md refers to; hosts \
+                            with the io.modelcontextprotocol/skills extension can use skills/list and resources/read \
+                            on skill:// URIs instead.";
+
+/// The MCP handler of one session; every session shares the application and the views.
+#[derive(Clone)]
+pub struct SkillServer {
+    pub(super) app: Arc<App>,
+    pub(super) views: Arc<Views>,
+}
+
+impl SkillServer {
+    /// The MCP view of the current catalog version.
+    pub(super) async fn view(&self) -> Result<Arc<View>, ErrorData> {
+        let snapshot = self.app.catalog.snapshot();
+        self.views.of(&self.app.catalog, snapshot).await.map_err(unavailable)
+    }
+
+    /// Runs one request's answer, counting it by method and outcome.
+    async fn count<T>(&self, method: &str, answer: impl Future<Output = Result<T, ErrorData>>) -> Result<T, ErrorData> {
+        let answer = answer.await;
+        self.app.metrics.mcp.request(method, answer.as_ref().map(|_| ()).map_err(|error| error.code.0));
+        answer
+    }
+
+    /// The caching attributes (SEP-2549) where the negotiated version has them: the catalog is
+    /// live, so a listing is fresh only until the next change (announced with
+    /// `notifications/resources/list_changed`); behind a token it is the caller's alone.
+    fn cacheable(&self, context: &RequestContext<RoleServer>) -> Option<(u64, CacheScope)> {
+        let version = context.protocol_version()?;
+        let scope = if self.app.tokens.is_some() { CacheScope::Private } else { CacheScope::Public };
+        (version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()).then_some((0, scope))
+    }
+}
+
+/// Whether a file of this type is sent as text when its bytes are UTF-8 (otherwise, and for
+/// images, audio, video and fonts, as a base64 blob).
+fn textual(mime: &str) -> bool {
+    !matches!(mime.split('/').next(), Some("image" | "audio" | "video" | "font"))
+}
+
+/// A file's bytes as a resource's contents: text when they can be, a base64 blob otherwise.
+pub(super) fn contents(uri: &str, bytes: Vec<u8>, mime: &str) -> ResourceContents {
+    let bytes = if textual(mime) {
+        match String::from_utf8(bytes) {
+            Ok(text) => return ResourceContents::text(text, uri),
+            Err(error) => error.into_bytes(),
+        }
+    } else {
+        bytes
+    };
+    ResourceContents::blob(base64::prelude::BASE64_STANDARD.encode(bytes), uri)
+}
+
+/// A catalog that cannot answer (not ready, or a source failed before any good catalog).
+fn unavailable(error: CatalogError) -> ErrorData {
+    ErrorData::internal_error(error.to_string(), None)
+}
+
+/// The served skill a cursor names, or -32602.
+fn cursor(request: Option<&PaginatedRequestParams>) -> Result<Option<SpecName>, ErrorData> {
+    match request.and_then(|request| request.cursor.as_deref()) {
+        None => Ok(None),
+        Some(cursor) => SpecName::parse(cursor)
+            .map(Some)
+            .map_err(|_| ErrorData::invalid_params(format!("invalid cursor: {cursor:?}"), None)),
+    }
+}
+
+impl SkillServer {
+    async fn answer_list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        let after = cursor(request.as_ref())?;
+        let view = self.view().await?;
+        let (page, next) = view.page(after.as_ref(), PAGE);
+        let mut result = ListSkillsResult::with_all_items(page.iter().map(|skill| skill.mcp.entry.clone()).collect());
+        result.next_cursor = next;
+        if let Some((ttl, scope)) = self.cacheable(context) {
+            result = result.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(result)
+    }
+
+    async fn answer_get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        let view = self.view().await?;
+        let unknown = || ErrorData::invalid_params(format!("no skill is served at {}", request.uri), None);
+        let skill = match view.resolve(&request.uri) {
+            Some(Target::File(skill, file)) if file.path.as_str() == SKILL_MD => skill,
+            _ => return Err(unknown()),
+        };
+        if skill.mcp.entry.uri != request.uri {
+            // The same file under another spelling of its URI: the entry answers to its own.
+            return Err(unknown());
+        }
+        let mut result = GetSkillResult::new(skill.mcp.entry.clone());
+        if let Some((ttl, scope)) = self.cacheable(context) {
+            result = result.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(result)
+    }
+
+    async fn answer_list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let after = cursor(request.as_ref())?;
+        let view = self.view().await?;
+        let (page, next) = view.page(after.as_ref(), PAGE);
+        let mut result =
+            ListResourcesResult::with_all_items(page.iter().map(|skill| skill.mcp.listed.clone()).collect());
+        result.next_cursor = next;
+        if let Some((ttl, scope)) = self.cacheable(context) {
+            result = result.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(result)
+    }
+
+    async fn answer_read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let view = self.view().await?;
+        let not_found = || {
+            let data = serde_json::json!({ "uri": request.uri });
+            ErrorData::resource_not_found(format!("no such resource: {}", request.uri), Some(data))
+        };
+        let Some(Target::File(skill, file)) = view.resolve(&request.uri) else {
+            return Err(not_found());
+        };
+        // A SKILL.md (what hosts read most) comes from the catalog's contents, checked against the
+        // snapshot's version of it and kept while no file changed; any other file is read
+        // beneath the skill's folder and checked against its listed digest.
+        let read = if file.path.as_str() == SKILL_MD {
+            self.app.catalog.content(&skill.catalog).await.map(|content| content.body().to_vec())
+        } else {
+            self.app.catalog.file(&skill.catalog, file).await
+        };
+        let bytes = read.map_err(|error| match error {
+            CatalogError::Changed(_) => ErrorData::internal_error(error.to_string(), None),
+            CatalogError::Read { .. } => {
+                tracing::error!(%error, "a source failed to read a skill file");
+                ErrorData::internal_error("internal error", None)
+            }
+            other => unavailable(other),
+        })?;
+        let mime = mime_type(file);
+        let contents = contents(&request.uri, bytes, &mime).with_mime_type(mime);
+        let mut result = ReadResourceResult::new(vec![contents]);
+        if let Some((ttl, scope)) = self.cacheable(context) {
+            result = result.with_ttl_ms(ttl).with_cache_scope(scope);
+        }
+        Ok(result)
+    }
+
+    async fn answer_read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: &RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
+        let view = self.view().await?;
+        let Some(Target::Directory(skill, folder)) = view.resolve(&request.uri) else {
+            return Err(ErrorData::invalid_params(format!("not a folder of a served skill: {}", request.uri), None));
+        };
+        if request.cursor.is_some() {
+            return Err(ErrorData::invalid_params("this listing has one page: no cursor applies", None));
+        }
+        let children = skill.mcp.directories.get(&folder).cloned().unwrap_or_default();
+        Ok(ReadResourceDirectoryResult::with_all_items(children))
+    }
+}
+
+impl ServerHandler for SkillServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_tools()
+            .enable_skills_with_directory_read()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("skillcat", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        self.count("initialize", async { self.negotiate_initialize(&request) }).await
+    }
+
+    async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.count("ping", async { Ok(()) }).await
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        self.count("skills/list", self.answer_list_skills(request, &context)).await
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        self.count("skills/get", self.answer_get_skill(request, &context)).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.count("resources/list", self.answer_list_resources(request, &context)).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.count("resources/read", self.answer_read_resource(request, &context)).await.map(Into::into)
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
+        self.count("resources/directory/read", self.answer_read_resource_directory(request, &context)).await
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.count("tools/list", async { Ok(ListToolsResult::with_all_items(tools::all())) }).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.count("tools/call", tools::call(&self.app, request)).await.map(Into::into)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tokio::spawn(announce_changes(Arc::clone(&self.app), context.peer));
+    }
+}
+
+/// Sends `notifications/resources/list_changed` to a session at every new catalog version,
+/// until the session ends (a notification fails) or the server shuts down.
+async fn announce_changes(app: Arc<App>, peer: rmcp::Peer<RoleServer>) {
+    let mut snapshots = app.catalog.subscribe();
+    snapshots.mark_unchanged();
+    let mut shutdown = app.shutdown.clone();
+    loop {
+        tokio::select! {
+            changed = snapshots.changed() => {
+                if changed.is_err() || peer.notify_resource_list_changed().await.is_err() {
+                    return;
+                }
+            }
+            () = crate::shutdown::stopped(&mut shutdown) => return,
+        }
+    }
+}

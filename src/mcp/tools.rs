@@ -1,0 +1,153 @@
+//! The tools, for hosts without the skills extension. They reach every skill of the catalog (as
+//! the REST API does, not only those SEP-2640 lets MCP list), and their errors are tool errors
+//! worded as the REST API's problems.
+//!
+//! Adding a tool: an input type (its JSON schema is derived), an entry in [`all`], an arm in
+//! [`call`].
+
+use std::sync::Arc;
+
+use rmcp::handler::server::common::schema_for_type;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, Tool, ToolAnnotations};
+use rmcp::schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use skillcat_core::{SkillName, TokenLimit};
+
+use crate::api::ApiError;
+use crate::app::App;
+use crate::catalog::{CatalogSkill, media_type};
+
+/// `list_skills` takes nothing.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ListSkills {}
+
+/// `load_skill`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct LoadSkill {
+    /// The skill's name, as list_skills gives it.
+    #[schemars(length(min = 1, max = 64))]
+    pub name: String,
+    /// The budget in estimated tokens (4 UTF-8 bytes each); the content is cut to fit. Default 10000.
+    #[serde(default)]
+    #[schemars(with = "Option<u32>", range(min = 1, max = 100000))]
+    pub token_limit: Option<TokenLimit>,
+}
+
+/// `read_skill_file`'s input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct ReadSkillFile {
+    /// The skill's name, as list_skills gives it.
+    #[schemars(length(min = 1, max = 64))]
+    pub name: String,
+    /// The file's path relative to the skill's folder, with `/` (as SKILL.md refers to it).
+    pub path: String,
+}
+
+/// Every tool, with its input schema.
+pub fn all() -> Vec<Tool> {
+    let read_only = ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false);
+    vec![
+        Tool::new(
+            "list_skills",
+            "The skills this server offers: the catalog's prompt manifest, each skill's name and description. \
+             Load one with load_skill.",
+            schema_for_type::<ListSkills>(),
+        ),
+        Tool::new(
+            "load_skill",
+            "A skill's instructions (its SKILL.md), cut to fit token_limit, as JSON: name, location, content, \
+             truncated, estimated_tokens, token_limit.",
+            schema_for_type::<LoadSkill>(),
+        ),
+        Tool::new(
+            "read_skill_file",
+            "One file of a skill's folder (a reference, script or template its SKILL.md names), checked against \
+             the catalog's digest of it.",
+            schema_for_type::<ReadSkillFile>(),
+        ),
+    ]
+    .into_iter()
+    .map(|tool| tool.with_annotations(read_only.clone()))
+    .collect()
+}
+
+/// Calls a tool. An unknown tool is a protocol error (-32602); anything wrong with the call
+/// itself is a tool error, worded as the REST API's problem for the same request.
+pub async fn call(app: &Arc<App>, request: CallToolRequestParams) -> Result<CallToolResult, ErrorData> {
+    let arguments = request.arguments.unwrap_or_default();
+    let answer = match &*request.name {
+        "list_skills" => match input::<ListSkills>(arguments) {
+            Ok(ListSkills {}) => list_skills(app),
+            Err(error) => Err(error),
+        },
+        "load_skill" => match input::<LoadSkill>(arguments) {
+            Ok(input) => load_skill(app, input).await,
+            Err(error) => Err(error),
+        },
+        "read_skill_file" => match input::<ReadSkillFile>(arguments) {
+            Ok(input) => read_skill_file(app, input).await,
+            Err(error) => Err(error),
+        },
+        unknown => return Err(ErrorData::invalid_params(format!("no tool named {unknown:?}"), None)),
+    };
+    Ok(answer.unwrap_or_else(|error| CallToolResult::error(vec![ContentBlock::text(error.to_string())])))
+}
+
+/// The arguments as `T`, or the REST API's 422 wording (`path: what is wrong`).
+fn input<T: DeserializeOwned>(arguments: JsonObject) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(serde_json::Value::Object(arguments)).map_err(|error| {
+        let path = error.path().to_string();
+        let error = error.into_inner();
+        match path.as_str() {
+            "." => ApiError::InvalidBody(error.to_string()),
+            path => ApiError::InvalidBody(format!("{path}: {error}")),
+        }
+    })
+}
+
+fn list_skills(app: &App) -> Result<CallToolResult, ApiError> {
+    let snapshot = app.catalog.snapshot();
+    let catalog = snapshot.ready()?;
+    let manifest = String::from_utf8_lossy(&catalog.manifest.bytes).into_owned();
+    Ok(CallToolResult::success(vec![ContentBlock::text(manifest)]))
+}
+
+/// The catalog's skill of that name, as the REST routes find it.
+fn find<'a>(catalog: &'a crate::catalog::Catalog, name: &str) -> Result<&'a CatalogSkill, ApiError> {
+    let name = SkillName::parse(name).map_err(|_| ApiError::InvalidName)?;
+    Ok(catalog.skill(&name)?)
+}
+
+async fn load_skill(app: &App, input: LoadSkill) -> Result<CallToolResult, ApiError> {
+    let snapshot = app.catalog.snapshot();
+    let skill = find(snapshot.ready()?, &input.name)?;
+    let answer = app.catalog.content(skill).await?.load_answer(input.token_limit.unwrap_or_default());
+    let result: serde_json::Value = serde_json::from_slice(&answer).map_err(|error| {
+        tracing::error!(%error, "a load answer is not JSON");
+        ApiError::Internal
+    })?;
+    Ok(CallToolResult::structured(result))
+}
+
+async fn read_skill_file(app: &App, input: ReadSkillFile) -> Result<CallToolResult, ApiError> {
+    let snapshot = app.catalog.snapshot();
+    let skill = find(snapshot.ready()?, &input.name)?;
+    let file = skill.file(&input.path)?;
+    let bytes = app.catalog.file(skill, file).await?;
+    let uri = super::view::uri(skill.skill.name().as_str(), file.path.as_str());
+    let content = match String::from_utf8(bytes) {
+        Ok(text) => ContentBlock::text(text),
+        Err(error) => {
+            let mime = media_type(&file.path);
+            ContentBlock::resource(super::server::contents(&uri, error.into_bytes(), &mime).with_mime_type(mime))
+        }
+    };
+    Ok(CallToolResult::success(vec![content]))
+}

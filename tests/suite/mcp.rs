@@ -1,0 +1,602 @@
+//! MCP at `/mcp` through a real client (rmcp's, over Streamable HTTP): skill folders rebuilt from
+//! `resources/read` equal their sources byte for byte (the public collections included), which
+//! skills SEP-2640 lets the server list, the tools against the REST answers, verified reads,
+//! change notifications, authentication and DNS rebinding, metrics, shutdown, and bad input.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use rmcp::model::{
+    CallToolRequestParams, GetSkillRequestParams, ReadResourceDirectoryRequestParams, ReadResourceRequestParams,
+    ResourceContents, Skill, SkillResources,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt as _};
+use serde_json::{Value, json};
+use skillcat::config::SourceConfig;
+
+use crate::support::files::{digest, write};
+use crate::support::server::TestApp;
+use crate::support::skills::{skill_md, write_skill};
+use crate::support::wait::DEADLINE;
+
+type Client = RunningService<RoleClient, Listener>;
+
+/// The client's handler: it passes on `notifications/resources/list_changed`.
+#[derive(Clone, Default)]
+struct Listener(Option<tokio::sync::mpsc::UnboundedSender<()>>);
+
+impl ClientHandler for Listener {
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(changes) = &self.0 {
+            let _ = changes.send(());
+        }
+    }
+}
+
+async fn connect_with(app: &TestApp, listener: Listener, token: Option<&str>) -> Client {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(app.url("/mcp"));
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    listener.serve(StreamableHttpClientTransport::from_config(config)).await.expect("initialize")
+}
+
+async fn connect(app: &TestApp) -> Client {
+    connect_with(app, Listener::default(), None).await
+}
+
+/// A resource's bytes, from its text or its base64 blob.
+fn bytes_of(contents: &ResourceContents) -> Vec<u8> {
+    match contents {
+        ResourceContents::TextResourceContents { text, .. } => text.as_bytes().to_vec(),
+        ResourceContents::BlobResourceContents { blob, .. } => {
+            base64::prelude::BASE64_STANDARD.decode(blob).expect("a base64 blob")
+        }
+        other => panic!("unexpected contents {other:?}"),
+    }
+}
+
+/// Every regular file beneath `folder` not hidden (no component starting with `.`), by path.
+fn folder_files(folder: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn visit(root: &Path, folder: &Path, files: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(folder).expect("read_dir") {
+            let entry = entry.expect("entry");
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let kind = entry.file_type().expect("file type");
+            if kind.is_dir() {
+                visit(root, &entry.path(), files);
+            } else if kind.is_file() {
+                let path = entry.path().strip_prefix(root).expect("beneath").to_string_lossy().into_owned();
+                files.insert(path, std::fs::read(entry.path()).expect("read"));
+            }
+        }
+    }
+    let mut files = BTreeMap::new();
+    visit(folder, folder, &mut files);
+    files
+}
+
+/// The skill's folder rebuilt from `resources/read` of each listed file, each checked against the
+/// entry's digest and size.
+async fn rebuild(client: &Client, skill: &Skill) -> BTreeMap<String, Vec<u8>> {
+    let SkillResources::Files(files) = &skill.resources else { panic!("{} lists no files", skill.uri) };
+    let root = skill.uri.strip_suffix("SKILL.md").expect("a SKILL.md uri");
+    let mut rebuilt = BTreeMap::new();
+    for file in files {
+        let read = client.read_resource(ReadResourceRequestParams::new(&file.uri)).await.expect("resources/read");
+        assert_eq!(read.contents.len(), 1, "{}", file.uri);
+        let bytes = bytes_of(&read.contents[0]);
+        file.verify(&bytes).unwrap_or_else(|error| panic!("{error}"));
+        let encoded = file.uri.strip_prefix(root).expect("within the skill");
+        let path = percent_encoding::percent_decode_str(encoded).decode_utf8().expect("UTF-8").into_owned();
+        rebuilt.insert(path, bytes);
+    }
+    rebuilt
+}
+
+/// Where the catalog found each skill's folder, by name.
+async fn folders(app: &TestApp) -> BTreeMap<String, PathBuf> {
+    let catalog: Value = app.skills().await.json().await.expect("GET /skills");
+    let skills = catalog["skills"].as_array().expect("skills");
+    skills
+        .iter()
+        .map(|skill| {
+            let location = PathBuf::from(skill["location"].as_str().expect("location"));
+            (skill["name"].as_str().expect("name").to_owned(), location.parent().expect("a folder").to_path_buf())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_public_collection_is_rebuilt_byte_for_byte_from_resource_reads() {
+    let collections = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/collections");
+    for root in [
+        "anthropics-skills/skills",
+        "K-Dense-AI-claude-scientific-skills/scientific-skills",
+        "obra-superpowers/skills",
+        "openai-skills/skills",
+    ] {
+        let app = TestApp::spawn_dir(&collections.join(root)).await;
+        let client = connect(&app).await;
+        let listed = client.list_all_skills().await.expect("skills/list");
+        let folders = folders(&app).await;
+        // Every skill of these collections follows SEP-2640's rules: all are listed.
+        let names: Vec<&str> = listed.iter().map(|skill| skill.frontmatter.name.as_str()).collect();
+        assert_eq!(names, folders.keys().map(String::as_str).collect::<Vec<_>>(), "{root}");
+        for skill in &listed {
+            assert_eq!(skill.uri, format!("skill://{}/SKILL.md", skill.frontmatter.name));
+            let source = &folders[&skill.frontmatter.name];
+            let rebuilt = rebuild(&client, skill).await;
+            assert_eq!(rebuilt, folder_files(source), "{root}: {}", skill.uri);
+            // skills/get gives the listed entry.
+            let got = client.get_skill(GetSkillRequestParams::new(&skill.uri)).await.expect("skills/get");
+            assert_eq!(&got.skill, skill);
+        }
+        client.cancel().await.expect("close");
+    }
+}
+
+/// The entry's frontmatter is the file's, whole: every field, typed as YAML types it.
+#[tokio::test]
+async fn entries_carry_the_frontmatter_verbatim_and_folders_list_their_children() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pdf = dir.path().join("pdf");
+    write_skill(
+        &pdf,
+        "---\nname: pdf\ndescription: Fill PDF forms\nlicense: MIT\nmetadata:\n  version: 2.1\n  tags: [forms, \
+         pdf]\nallowed-tools: Read Write\n---\n# PDF\n\nPick a template from templates/.\n",
+    );
+    write(&pdf.join("templates/invoice.md"), b"# Invoice\n");
+    write(&pdf.join("templates/regional/eu.md"), b"# EU\n");
+    write(&pdf.join("assets/logo.png"), &[0x89, b'P', b'N', b'G', 0xff, 0]);
+    // Line breaks are served as they are on disk.
+    let crlf = b"---\r\nname: crlf\r\ndescription: Windows line breaks\r\n---\r\nBody.\r\n\rOld Mac.\n";
+    write(&dir.path().join("crlf/SKILL.md"), crlf);
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let client = connect(&app).await;
+    let mut listed = client.list_all_skills().await.expect("skills/list");
+    assert_eq!(listed.len(), 2);
+    let crlf_entry = listed.remove(0);
+    assert_eq!(rebuild(&client, &crlf_entry).await, BTreeMap::from([("SKILL.md".to_owned(), crlf.to_vec())]));
+    let frontmatter = serde_json::to_value(&listed[0].frontmatter).expect("JSON");
+    assert_eq!(
+        frontmatter,
+        json!({"name": "pdf", "description": "Fill PDF forms", "license": "MIT",
+               "metadata": {"version": 2.1, "tags": ["forms", "pdf"]}, "allowed-tools": "Read Write"})
+    );
+    let folder = |uri: &str| {
+        let client = &client;
+        let uri = uri.to_owned();
+        async move {
+            client.read_resource_directory(ReadResourceDirectoryRequestParams::new(uri)).await.map(|listing| {
+                listing.resources.iter().map(|child| (child.uri.clone(), child.mime_type.clone())).collect::<Vec<_>>()
+            })
+        }
+    };
+    let some = |mime: &str| Some(mime.to_owned());
+    assert_eq!(
+        folder("skill://pdf").await.expect("the skill's folder"),
+        [
+            ("skill://pdf/SKILL.md".to_owned(), some("text/markdown")),
+            ("skill://pdf/assets".to_owned(), some("inode/directory")),
+            ("skill://pdf/templates".to_owned(), some("inode/directory")),
+        ]
+    );
+    assert_eq!(
+        folder("skill://pdf/templates").await.expect("a subfolder"),
+        [
+            ("skill://pdf/templates/invoice.md".to_owned(), some("text/markdown")),
+            ("skill://pdf/templates/regional".to_owned(), some("inode/directory")),
+        ]
+    );
+    for not_a_folder in ["skill://pdf/SKILL.md", "skill://pdf/nothing", "skill://other", "file:///etc"] {
+        let error = folder(not_a_folder).await.expect_err(not_a_folder);
+        assert_eq!(invalid_params_code(&error), Some(-32602), "{not_a_folder}: {error}");
+    }
+    // A binary file is a blob; SKILL.md is text/markdown with the frontmatter's name and description.
+    let logo = client.read_resource(ReadResourceRequestParams::new("skill://pdf/assets/logo.png")).await.expect("read");
+    assert!(
+        matches!(&logo.contents[0], ResourceContents::BlobResourceContents { mime_type: Some(mime), .. } if mime == "image/png")
+    );
+    let resources = client.list_all_resources().await.expect("resources/list");
+    assert_eq!(resources.len(), 2);
+    assert_eq!(resources[1].uri, "skill://pdf/SKILL.md");
+    assert_eq!((resources[1].name.as_str(), resources[1].description.as_deref()), ("pdf", Some("Fill PDF forms")));
+    assert_eq!(resources[1].mime_type.as_deref(), Some("text/markdown"));
+}
+
+fn invalid_params_code(error: &ServiceError) -> Option<i32> {
+    match error {
+        ServiceError::McpError(error) => Some(error.code.0),
+        _ => None,
+    }
+}
+
+/// What the synthetic collection (cases of the agentskills.io rules) gives: the skills SEP-2640
+/// allows are listed; the others are left out of MCP, yet the tools still reach them.
+#[tokio::test]
+async fn only_skills_that_sep_2640_allows_are_listed() {
+    let synthetic = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/collections/synthetic");
+    let app = TestApp::spawn_dir(&synthetic).await;
+    let client = connect(&app).await;
+    let listed: Vec<String> =
+        client.list_all_skills().await.expect("skills/list").into_iter().map(|skill| skill.frontmatter.name).collect();
+    // Left out: `2048` (YAML reads the name as a number), `Upper-Case`, `double--hyphen`,
+    // `snake_case` (not agentskills.io names), `duplicate-key` (not YAML), `empty-description`,
+    // `list-frontmatter`, `missing-name` and `no-frontmatter` (no name and description).
+    assert_eq!(
+        listed,
+        [
+            "allowed-tools-list",
+            "anchors",
+            "dashes-in-description",
+            "empty-compatibility",
+            "flow-style",
+            "long-compatibility",
+            "numeric-metadata",
+            "other-name",
+            "unknown-keys",
+        ]
+    );
+    for left_out in ["Upper-Case", "missing-name", "2048"] {
+        let uri = format!("skill://{left_out}/SKILL.md");
+        let error = client.get_skill(GetSkillRequestParams::new(&uri)).await.expect_err(&uri);
+        assert_eq!(invalid_params_code(&error), Some(-32602), "{uri}");
+        client.read_resource(ReadResourceRequestParams::new(&uri)).await.expect_err(&uri);
+    }
+    // The tools reach every skill of the catalog, as the REST API does.
+    let loaded = call(&client, "load_skill", json!({"name": "Upper-Case"})).await;
+    assert_eq!(loaded.is_error, Some(false));
+    assert_eq!(loaded.structured_content.expect("structured")["name"], "Upper-Case");
+}
+
+async fn call(client: &Client, tool: &str, arguments: Value) -> rmcp::model::CallToolResult {
+    let Value::Object(arguments) = arguments else { panic!("arguments are an object") };
+    client.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)).await.expect("tools/call")
+}
+
+fn text(result: &rmcp::model::CallToolResult) -> &str {
+    result.content[0].as_text().map(|text| text.text.as_str()).expect("text content")
+}
+
+/// Each tool through the client, against the REST answer to the same request.
+#[tokio::test]
+async fn the_tools_answer_as_the_rest_api_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", &"Step by step. ".repeat(20)));
+    write(&dir.path().join("alpha/references/guide.md"), "# Guide\n\nCaf\u{e9}.\n".as_bytes());
+    write(&dir.path().join("alpha/assets/logo.png"), &[0x89, b'P', b'N', b'G', 0xff, 0]);
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let client = connect(&app).await;
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
+    assert_eq!(names, ["list_skills", "load_skill", "read_skill_file"]);
+    let load = &tools[1].input_schema;
+    assert_eq!(load["required"], json!(["name"]));
+    assert_eq!(
+        (load["properties"]["token_limit"]["minimum"].as_u64(), load["properties"]["token_limit"]["maximum"].as_u64()),
+        (Some(1), Some(100000))
+    );
+    assert_eq!(tools[2].input_schema["required"], json!(["name", "path"]));
+    let info = client.peer_info().expect("server info");
+    assert!(info.instructions.as_deref().is_some_and(|text| text.contains("load_skill")));
+
+    let manifest = app.manifest().await.text().await.expect("manifest");
+    assert_eq!(text(&call(&client, "list_skills", json!({})).await), manifest);
+
+    let rest: Value = app.load("alpha", Some(json!({"token_limit": 5}))).await.json().await.expect("load");
+    let loaded = call(&client, "load_skill", json!({"name": "alpha", "token_limit": 5})).await;
+    assert_eq!(loaded.structured_content, Some(rest));
+    assert_eq!(loaded.structured_content.as_ref().expect("load")["truncated"], true);
+    // An integral number is the integer, as in the REST API.
+    let loaded = call(&client, "load_skill", json!({"name": "alpha", "token_limit": 5.0})).await;
+    assert_eq!(loaded.is_error, Some(false));
+
+    let guide = call(&client, "read_skill_file", json!({"name": "alpha", "path": "references/guide.md"})).await;
+    assert_eq!(text(&guide), "# Guide\n\nCaf\u{e9}.\n");
+    let logo = call(&client, "read_skill_file", json!({"name": "alpha", "path": "assets/logo.png"})).await;
+    let rmcp::model::ContentBlock::Resource(embedded) = &logo.content[0] else { panic!("an embedded resource") };
+    assert_eq!(bytes_of(&embedded.resource), [0x89, b'P', b'N', b'G', 0xff, 0]);
+
+    // Errors are tool errors worded as the REST problems for the same request.
+    let cases: [(&str, Value, reqwest::Response); 6] = [
+        ("load_skill", json!({"name": "no such"}), app.load("no such", None).await),
+        ("load_skill", json!({"name": "ghost"}), app.load("ghost", None).await),
+        (
+            "load_skill",
+            json!({"name": "alpha", "token_limit": 0}),
+            app.load("alpha", Some(json!({"token_limit": 0}))).await,
+        ),
+        (
+            "load_skill",
+            json!({"name": "alpha", "token_limit": "ten"}),
+            app.load("alpha", Some(json!({"token_limit": "ten"}))).await,
+        ),
+        (
+            "read_skill_file",
+            json!({"name": "alpha", "path": "../alpha/SKILL.md"}),
+            app.get("/skills/alpha/files/..%2Falpha%2FSKILL.md").send().await.expect("GET"),
+        ),
+        (
+            "read_skill_file",
+            json!({"name": "ghost", "path": "SKILL.md"}),
+            app.get("/skills/ghost/files/SKILL.md").send().await.expect("GET"),
+        ),
+    ];
+    for (tool, arguments, rest) in cases {
+        let status = rest.status();
+        let problem: Value = rest.json().await.expect("a problem");
+        let answer = call(&client, tool, arguments.clone()).await;
+        assert_eq!(answer.is_error, Some(true), "{tool} {arguments}");
+        // The same words; where the body was JSON, the REST detail also says where in it.
+        let detail = problem["detail"].as_str().expect("detail");
+        let detail = detail.rsplit_once(" at line ").map_or(detail, |(words, _)| words);
+        assert_eq!(text(&answer), detail, "{tool} {arguments} ({status})");
+    }
+    let unknown = client.call_tool(CallToolRequestParams::new("no_such_tool")).await.expect_err("unknown tool");
+    assert_eq!(invalid_params_code(&unknown), Some(-32602));
+}
+
+/// A file changed on disk since the snapshot is refused (never served unverified), as the REST
+/// route refuses it, and the rescan that asks for brings the new digest.
+#[tokio::test]
+async fn reads_are_verified_against_the_listed_digest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    write(&dir.path().join("alpha/notes.md"), b"before\n");
+    let app = TestApp::spawn_dir_with(dir.path(), |options| options.live.watch = false).await;
+    let client = connect(&app).await;
+    let uri = "skill://alpha/notes.md";
+    let read = client.read_resource(ReadResourceRequestParams::new(uri)).await.expect("read");
+    assert_eq!(bytes_of(&read.contents[0]), b"before\n");
+
+    write(&dir.path().join("alpha/notes.md"), b"changed\n");
+    let error = client.read_resource(ReadResourceRequestParams::new(uri)).await.expect_err("a changed file");
+    assert!(error.to_string().contains("changed; refresh discovery and retry"), "{error}");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let skill = client.get_skill(GetSkillRequestParams::new("skill://alpha/SKILL.md")).await.expect("skills/get");
+        let SkillResources::Files(files) = skill.skill.resources else { panic!("files") };
+        if files.iter().any(|file| file.uri == uri && file.digest == digest(b"changed\n")) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the rescan did not bring the new digest");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let read = client.read_resource(ReadResourceRequestParams::new(uri)).await.expect("read again");
+    assert_eq!(bytes_of(&read.contents[0]), b"changed\n");
+}
+
+#[tokio::test]
+async fn a_catalog_change_is_announced_and_then_listed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();
+    let client = connect_with(&app, Listener(Some(changes)), None).await;
+    assert_eq!(client.list_all_skills().await.expect("skills/list").len(), 1);
+    write_skill(&dir.path().join("beta"), &skill_md("beta", "The second skill", "Body."));
+    tokio::time::timeout(DEADLINE, changed.recv()).await.expect("list_changed in time").expect("a notification");
+    let names: Vec<String> =
+        client.list_all_skills().await.expect("skills/list").into_iter().map(|skill| skill.frontmatter.name).collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    assert!(app.metric("skillcat_mcp_requests_total{method=\"skills/list\",outcome=\"ok\"}").await >= 2);
+    assert!(app.metric("skillcat_mcp_requests_total{method=\"initialize\",outcome=\"ok\"}").await >= 1);
+}
+
+/// Shutdown ends the sessions' open streams: the server stops in time with a client connected.
+#[tokio::test]
+async fn shutdown_ends_open_sessions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let client = connect(&app).await;
+    client.list_all_skills().await.expect("skills/list");
+    tokio::time::timeout(Duration::from_secs(10), app.shutdown()).await.expect("shutdown in time").expect("clean");
+    drop(client);
+}
+
+#[tokio::test]
+async fn with_a_token_mcp_needs_it_and_any_host_may_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "s3cret-token\n").expect("token file");
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path())], {
+        let tokens = tokens.clone();
+        move |options| options.token_file = Some(tokens)
+    })
+    .await;
+    let answer = initialize(&app, &[]).await;
+    assert_eq!(answer.status(), 401);
+    assert!(answer.headers().contains_key("www-authenticate"));
+    let answer = initialize(&app, &[("authorization", "Bearer s3cret-token"), ("host", "skills.example.com")]).await;
+    assert_eq!(answer.status(), 200, "behind a token, any Host may call");
+    let client = connect_with(&app, Listener::default(), Some("s3cret-token")).await;
+    assert_eq!(client.list_all_skills().await.expect("skills/list").len(), 1);
+}
+
+/// An `initialize` request with extra headers.
+async fn initialize(app: &TestApp, headers: &[(&str, &str)]) -> reqwest::Response {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let mut request = app
+        .client
+        .post(app.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("POST /mcp")
+}
+
+/// Without a token, only loopback names may reach MCP (DNS rebinding).
+#[tokio::test]
+async fn without_a_token_foreign_hosts_and_origins_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let app = TestApp::spawn_dir(dir.path()).await;
+    for (headers, allowed) in [
+        (vec![], true),
+        (vec![("host", "localhost:1")], true),
+        (vec![("origin", "http://localhost:3000")], true),
+        (vec![("host", "attacker.example")], false),
+        (vec![("host", "attacker.example:80")], false),
+        (vec![("origin", "http://attacker.example")], false),
+        (vec![("origin", "null")], false),
+    ] {
+        let status = initialize(&app, &headers).await.status();
+        assert_eq!(status.is_success(), allowed, "{headers:?}: {status}");
+        assert!(status.is_success() || status.is_client_error(), "{headers:?}: {status}");
+    }
+}
+
+/// Bad input gets a JSON-RPC or HTTP error, never a 5xx, and the server goes on answering.
+#[tokio::test]
+async fn bad_input_never_gets_a_server_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let app = Arc::new(TestApp::spawn_dir(dir.path()).await);
+    let session = initialize(&app, &[]).await.headers()["mcp-session-id"].to_str().expect("session").to_owned();
+    // Within the size bound, nested far deeper than a JSON reader recurses.
+    let nesting = format!("{}{}", "[".repeat(20_000), "]".repeat(20_000));
+    let deep = format!(r#"{{"jsonrpc": "2.0", "id": 3, "method": "skills/get", "params": {{"uri": {nesting}}}}}"#);
+    let huge = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "x".repeat(200_000)}});
+    let post = |body: Vec<u8>, content_type: &str, session: Option<&str>| {
+        let mut request = app
+            .client
+            .post(app.url("/mcp"))
+            .header("content-type", content_type)
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session).header("mcp-protocol-version", "2025-11-25");
+        }
+        request
+    };
+    let rpc = |method: &str, params: Value| {
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})).expect("JSON")
+    };
+    // The HTTP status expected, or a JSON-RPC error code (in a 200 answer's event stream).
+    let cases: Vec<(&str, reqwest::RequestBuilder, i32)> = vec![
+        ("not JSON", post(b"{\"jsonrpc\": ".to_vec(), "application/json", Some(&session)), 415),
+        ("not JSON-RPC", post(b"{\"hello\": 1}".to_vec(), "application/json", Some(&session)), 415),
+        ("deeply nested", post(deep.into_bytes(), "application/json", Some(&session)), 415),
+        ("huge params", post(serde_json::to_vec(&huge).expect("JSON"), "application/json", Some(&session)), 413),
+        ("wrong content type", post(rpc("ping", json!({})), "text/plain", Some(&session)), 415),
+        ("no session", post(rpc("ping", json!({})), "application/json", None), 400),
+        ("unknown session", post(rpc("ping", json!({})), "application/json", Some("no-such-session")), 404),
+        ("unknown method", post(rpc("skills/explode", json!({})), "application/json", Some(&session)), -32601),
+        (
+            "params of the wrong shape",
+            post(rpc("skills/get", json!({"uri": 5})), "application/json", Some(&session)),
+            200,
+        ),
+        ("wrong method", app.client.put(app.url("/mcp")), 405),
+        ("GET without an event stream", app.client.get(app.url("/mcp")).header("accept", "application/json"), 406),
+        // Ending a session that does not exist leaves nothing to do.
+        ("DELETE of an unknown session", app.client.delete(app.url("/mcp")).header("mcp-session-id", "nope"), 202),
+    ];
+    for (what, request, expected) in cases {
+        let answer = request.send().await.expect(what);
+        let status = i32::from(answer.status().as_u16());
+        let body = answer.text().await.unwrap_or_default();
+        if expected < 0 {
+            assert_eq!(status, 200, "{what}: {body}");
+            assert!(body.contains(&format!("\"code\":{expected}")), "{what}: {body}");
+        } else {
+            assert_eq!(status, expected, "{what}: {body}");
+        }
+    }
+    let client = connect(&app).await;
+    assert_eq!(client.list_all_skills().await.expect("still answering").len(), 1);
+}
+
+/// The `mcpServers` block of the README, pointed at a test server with a token: a client
+/// configured with its URL path and headers lists the skills.
+#[tokio::test]
+async fn the_readme_configuration_connects() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let section = &readme[readme.find("### MCP hosts").expect("the MCP hosts section")..];
+    let block = section.split("```json\n").nth(1).and_then(|rest| rest.split("```").next()).expect("a JSON block");
+    let configuration: Value = serde_json::from_str(block).expect("the block is JSON");
+    let server = &configuration["mcpServers"]["skillcat"];
+    assert_eq!(server["type"], "http");
+    let url = server["url"].as_str().expect("url");
+    let path = url.strip_prefix("http://127.0.0.1:8080").expect("the default address");
+    let authorization = server["headers"]["Authorization"].as_str().expect("the token header");
+    let placeholder = authorization.strip_prefix("Bearer ").expect("a bearer token");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("skills/alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "readme-token\n").expect("token file");
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path().join("skills"))], move |options| {
+        options.token_file = Some(tokens)
+    })
+    .await;
+    let token = placeholder.replace("YOUR-TOKEN", "readme-token");
+    let config = StreamableHttpClientTransportConfig::with_uri(app.url(path)).auth_header(token);
+    let client =
+        Listener::default().serve(StreamableHttpClientTransport::from_config(config)).await.expect("initialize");
+    let listed = client.list_all_skills().await.expect("skills/list");
+    assert_eq!(listed.iter().map(|skill| skill.uri.as_str()).collect::<Vec<_>>(), ["skill://alpha/SKILL.md"]);
+}
+
+/// A session's event stream ends when the token it was opened with is revoked, and takes a place
+/// among the capped event streams while it is open.
+#[tokio::test]
+async fn a_session_stream_ends_when_its_token_is_revoked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("skills/alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "first-token\n").expect("token file");
+    let app = TestApp::spawn_with(vec![SourceConfig::directory(dir.path().join("skills"))], {
+        let tokens = tokens.clone();
+        move |options| options.token_file = Some(tokens)
+    })
+    .await;
+    let bearer = ("authorization", "Bearer first-token");
+    let answer = initialize(&app, &[bearer]).await;
+    let session = answer.headers()["mcp-session-id"].to_str().expect("session").to_owned();
+    let initialized = app
+        .client
+        .post(app.url("/mcp"))
+        .header(bearer.0, bearer.1)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .send()
+        .await
+        .expect("initialized");
+    assert_eq!(initialized.status(), 202);
+    let mut stream = app
+        .client
+        .get(app.url("/mcp"))
+        .header(bearer.0, bearer.1)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    let next = tempfile::NamedTempFile::new_in(dir.path()).expect("temporary");
+    std::fs::write(next.path(), "second-token\n").expect("write");
+    next.persist(&tokens).expect("replace the token file");
+    let ended = tokio::time::timeout(DEADLINE, async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
+    assert!(ended.is_ok(), "the stream outlived its token");
+}
