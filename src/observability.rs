@@ -97,6 +97,9 @@ pub struct Metrics {
     catalog_failing: AtomicU64,
     catalog_skills: AtomicUsize,
     watcher_errors: AtomicU64,
+    watch_incomplete: AtomicU64,
+    watch_limit_reached: AtomicU64,
+    watch_overflows: AtomicU64,
     sse_clients: AtomicUsize,
 }
 
@@ -139,6 +142,21 @@ impl Metrics {
 
     pub fn watcher_error(&self) {
         self.watcher_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether some folder is not watched (the kernel's limit on inotify watches was reached).
+    pub fn set_watch_incomplete(&self, incomplete: bool) {
+        self.watch_incomplete.store(u64::from(incomplete), Ordering::Relaxed);
+    }
+
+    /// Counts a watch the kernel refused for its limit on watches.
+    pub fn watch_limit_reached(&self) {
+        self.watch_limit_reached.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an overflow of the kernel's event queue (events were lost).
+    pub fn watch_overflow(&self) {
+        self.watch_overflows.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts an open event stream until the guard is dropped.
@@ -189,6 +207,25 @@ impl Metrics {
                 "counter",
                 "File watcher errors (changes are still seen by periodic rescans).",
                 self.watcher_errors.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_watch_incomplete",
+                "gauge",
+                "1 while some folder is not watched (fs.inotify.max_user_watches reached): changes there wait for \
+                 the periodic rescan.",
+                self.watch_incomplete.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_watch_limit_reached_total",
+                "counter",
+                "Watches the kernel refused because fs.inotify.max_user_watches was reached.",
+                self.watch_limit_reached.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_watch_overflows_total",
+                "counter",
+                "Overflows of the kernel's inotify event queue (fs.inotify.max_queued_events); each costs a full rescan.",
+                self.watch_overflows.load(Ordering::Relaxed),
             ),
             (
                 "skillcat_sse_clients",
