@@ -100,6 +100,9 @@ pub struct Metrics {
     watch_incomplete: AtomicU64,
     watch_limit_reached: AtomicU64,
     watch_overflows: AtomicU64,
+    rescans_incremental: AtomicU64,
+    rescans_full: AtomicU64,
+    picture_disagreements: AtomicU64,
     sse_clients: AtomicUsize,
 }
 
@@ -154,6 +157,18 @@ impl Metrics {
         self.watch_limit_reached.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a directory source's scan: from its picture of the folders (only what changed), or
+    /// a full walk.
+    pub fn rescanned(&self, incremental: bool) {
+        let counter = if incremental { &self.rescans_incremental } else { &self.rescans_full };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a periodic full walk whose catalog differed from the rescan of changes.
+    pub fn picture_disagreement(&self) {
+        self.picture_disagreements.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an overflow of the kernel's event queue (events were lost).
     pub fn watch_overflow(&self) {
         self.watch_overflows.fetch_add(1, Ordering::Relaxed);
@@ -183,7 +198,28 @@ impl Metrics {
         out.push_str("# HELP skillcat_scan_duration_seconds Time to discover every source and prepare a snapshot.\n");
         out.push_str("# TYPE skillcat_scan_duration_seconds histogram\n");
         lock(&self.scans).render(&mut out, "skillcat_scan_duration_seconds", "");
+        out.push_str(
+            "# HELP skillcat_directory_scans_total Scans of directory sources: full walks, and rescans of only \
+             the folders file events named.\n# TYPE skillcat_directory_scans_total counter\n",
+        );
+        let _ = writeln!(
+            out,
+            "skillcat_directory_scans_total{{kind=\"full\"}} {}",
+            self.rescans_full.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "skillcat_directory_scans_total{{kind=\"incremental\"}} {}",
+            self.rescans_incremental.load(Ordering::Relaxed)
+        );
         let gauges = [
+            (
+                "skillcat_rescan_disagreements_total",
+                "counter",
+                "Periodic full walks whose catalog differed from the rescan of the changes (a bug; the full walk's \
+                 catalog is served).",
+                self.picture_disagreements.load(Ordering::Relaxed),
+            ),
             (
                 "skillcat_catalog_skills",
                 "gauge",

@@ -82,6 +82,12 @@ struct Inner {
     gap: std::sync::Mutex<Option<WatchGap>>,
     /// The periodic rescan's period while the watch is incomplete.
     unwatched_period: Duration,
+    /// The paths file events named since the last rescan began: a rescan lists again only what
+    /// they may have changed.
+    changed: std::sync::Mutex<Vec<PathBuf>>,
+    /// Set when the next rescan must walk everything: a reason other than a named change asked
+    /// for it (a stale read, the periodic timer, lost events).
+    full_rescan: AtomicBool,
     contents: ContentCache,
 }
 
@@ -107,6 +113,8 @@ impl LiveCatalog {
             rewatch: AtomicBool::new(false),
             overflow_logged: AtomicBool::new(false),
             gap: std::sync::Mutex::default(),
+            changed: std::sync::Mutex::default(),
+            full_rescan: AtomicBool::new(true),
             unwatched_period: options.rescan_interval.map_or(UNWATCHED_RESCAN, |period| period.min(UNWATCHED_RESCAN)),
             contents: ContentCache::default(),
         });
@@ -318,8 +326,15 @@ impl LiveCatalog {
         trusted.then_some(stamp)
     }
 
-    /// Asks for a rescan; requests made while one runs collapse into one more.
+    /// Asks for a full rescan; requests made while one runs collapse into one more.
     fn request_rescan(&self) {
+        self.inner.full_rescan.store(true, Ordering::Release);
+        self.inner.rescan.notify_one();
+    }
+
+    /// Asks for a rescan of what changed at `paths`.
+    fn request_rescan_of(&self, paths: Vec<PathBuf>) {
+        lock(&self.inner.changed).extend(paths);
         self.inner.rescan.notify_one();
     }
 
@@ -333,6 +348,9 @@ impl LiveCatalog {
         // The next periodic rescan: every `--rescan-interval`, and at least every
         // `UNWATCHED_RESCAN` while some folder is not watched.
         let mut next_periodic: Option<tokio::time::Instant> = None;
+        // Whether this rescan is the periodic one, which also checks the picture of the folders
+        // the rescans of changes keep against the full walk.
+        let mut verify = false;
         loop {
             // Requests made before this rescan starts (while the last burst settled) are answered
             // by it; left pending, each burst would cost a second, redundant full rescan.
@@ -363,7 +381,7 @@ impl LiveCatalog {
                     Err(_) => return,
                 }
             }
-            self.rescan().await;
+            self.rescan(std::mem::take(&mut verify)).await;
             let period = match (options.rescan_interval, lock(&self.inner.gap).is_some()) {
                 (_, true) => Some(self.inner.unwatched_period),
                 (configured, false) => configured,
@@ -377,6 +395,8 @@ impl LiveCatalog {
                 () = self.inner.rescan.notified() => tokio::time::sleep(SETTLE).await,
                 () = async { tokio::time::sleep_until(next_periodic.expect("a period")).await }, if next_periodic.is_some() => {
                     next_periodic = None;
+                    self.inner.full_rescan.store(true, Ordering::Release);
+                    verify = true;
                 }
                 () = stopped(&mut shutdown) => return,
             }
@@ -408,10 +428,34 @@ impl LiveCatalog {
         *current = gap;
     }
     /// Discovers every source and publishes the result if it answers anything differently.
-    async fn rescan(&self) {
+    /// Directory sources list again only what the changes named since the last rescan may have
+    /// touched, unless a full walk is due: at start, after lost events or a stale read, while a
+    /// folder is not watched, and at the periodic rescan (`verify`), which also rescans from the
+    /// picture first and counts any difference (the full walk's answer is the one published).
+    async fn rescan(&self, verify: bool) {
         let started = Instant::now();
         let sources = &self.inner.sources;
-        let state = match sources.composite.scan_sources().await {
+        let changed = std::mem::take(&mut *lock(&self.inner.changed));
+        let full = self.inner.full_rescan.swap(false, Ordering::AcqRel);
+        let watched = self.change_stamp().is_some();
+        let covered = watched && changed.iter().all(|path| self.covered(path));
+        let scanned = if full || !covered {
+            if verify && covered {
+                let stamp = self.change_stamp();
+                let from_picture = self.discover(Some(changed)).await;
+                let walked = self.discover(None).await;
+                if stamp.is_some() && stamp == self.change_stamp() && !same_discovery(&from_picture, &walked) {
+                    self.inner.metrics.picture_disagreement();
+                    tracing::warn!("the rescan of changes and the full walk disagree; serving the full walk's catalog");
+                }
+                walked
+            } else {
+                self.discover(None).await
+            }
+        } else {
+            self.discover(Some(changed)).await
+        };
+        let state = match scanned {
             Ok(mut discovery) => {
                 self.inner.metrics.set_failing(false);
                 self.read_missing_versions(&mut discovery).await;
@@ -471,6 +515,51 @@ impl LiveCatalog {
                 report_left_out(&previous, &snapshot);
             });
         }
+    }
+
+    /// Whether a change at `path` can be rescanned from a directory source's picture: it lies
+    /// beneath one of their roots, as the last scan resolved them.
+    fn covered(&self, path: &Path) -> bool {
+        let sources = &self.inner.sources;
+        (0..sources.info.len()).filter_map(|source| sources.directory(source)).any(|directory| directory.covers(path))
+    }
+
+    /// One scan of every source: with `changed`, directory sources rescan what those paths may
+    /// have changed (falling back to a full walk where they cannot tell); without, everything.
+    async fn discover(&self, changed: Option<Vec<PathBuf>>) -> Result<CompositeDiscovery, SourceError> {
+        let sources = &self.inner.sources;
+        let changed = changed.map(Arc::new);
+        let mut scans = Vec::with_capacity(sources.info.len());
+        for (index, discoverer) in sources.composite.sources().iter().enumerate() {
+            let scan = match sources.directory(index) {
+                Some(directory) => {
+                    let (directory, changed, metrics) =
+                        (directory.clone(), changed.clone(), Arc::clone(&self.inner.metrics));
+                    let scanned = tokio::task::spawn_blocking(move || {
+                        let rescanned = changed.as_deref().and_then(|changed| directory.rescan_blocking(changed));
+                        metrics.rescanned(rescanned.is_some());
+                        rescanned.unwrap_or_else(|| directory.scan_blocking())
+                    })
+                    .await;
+                    match scanned {
+                        Ok(scan) => scan,
+                        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                        // The runtime is shutting down.
+                        Err(error) => Err(SkillError::Io {
+                            context: "the scan was cancelled".to_owned(),
+                            source: std::io::Error::other(error),
+                        }),
+                    }
+                }
+                None => discoverer.scan().await,
+            };
+            let failed = scan.is_err();
+            scans.push(scan);
+            if failed {
+                break;
+            }
+        }
+        sources.composite.compose(scans)
     }
 
     /// What a failed scan leaves published. Before any good catalog it is the failure (every
@@ -567,9 +656,9 @@ impl LiveCatalog {
                 catalog.inner.changes.fetch_add(1, Ordering::AcqRel);
                 catalog.request_rescan();
             }
-            Ok(_) => {
+            Ok(event) => {
                 catalog.inner.changes.fetch_add(1, Ordering::AcqRel);
-                catalog.request_rescan();
+                catalog.request_rescan_of(event.paths);
             }
             Err(error) if matches!(error.kind, notify::ErrorKind::MaxFilesWatch) => {
                 // A folder made while running could not be watched; the next refresh accounts
@@ -603,6 +692,15 @@ impl LiveCatalog {
                 None
             }
         }
+    }
+}
+
+/// Whether two scans give the same catalog (or fail the same way).
+fn same_discovery(a: &Result<CompositeDiscovery, SourceError>, b: &Result<CompositeDiscovery, SourceError>) -> bool {
+    match (a, b) {
+        (Ok(a), Ok(b)) => a == b,
+        (Err(a), Err(b)) => a.index == b.index && a.to_string() == b.to_string(),
+        _ => false,
     }
 }
 
