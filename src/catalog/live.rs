@@ -678,7 +678,11 @@ impl LiveCatalog {
                 catalog.request_rescan();
             }
         };
-        let config = notify::Config::default().with_follow_symlinks(false);
+        // Creations, removals and modifications only: the scans' own opens of every folder and
+        // `SKILL.md` would otherwise each queue an event, overflow the kernel's queue on a large
+        // tree, and make every full rescan cause the next.
+        let config =
+            notify::Config::default().with_follow_symlinks(false).with_event_kinds(notify::EventKindMask::CORE);
         match RecommendedWatcher::new(handler, config) {
             Ok(watcher) => {
                 let roots = (self.inner.sources.info.iter().enumerate())
