@@ -326,14 +326,20 @@ impl Catalog {
         labels: &[String],
     ) -> Option<Self> {
         let label = |source: usize| labels.get(source).cloned().unwrap_or_default();
+        // Both in name order: one pass over the two.
+        let mut known_skills = previous.map(|previous| previous.skills.iter().peekable());
         let skills: Vec<Arc<CatalogSkill>> = discovery
             .skills
             .iter()
             .map(|sourced| {
                 let (skill, version) = (&sourced.skill, &sourced.version);
+                let known = known_skills.as_mut().and_then(|known| {
+                    while known.next_if(|known| known.skill.name() < skill.name()).is_some() {}
+                    known.next_if(|known| known.skill.name() == skill.name())
+                });
                 // The same descriptor and content from the same source: the same answers (the
                 // tag is a function of them, so it is not even hashed again).
-                if let Some(known) = previous.and_then(|previous| previous.get(skill.name()))
+                if let Some(known) = known
                     && known.version == *version
                     && known.source == sourced.source
                     && known.skill == *skill

@@ -67,6 +67,9 @@ struct Inner {
     /// What the last scan saw of the folders, for a rescan of only what changed (`None` until a
     /// scan succeeds, and after one that could not see everything).
     picture: Mutex<Option<Seen>>,
+    /// Paths changed since the file listings of `catalog` were made, by rescans that failed (a
+    /// name listed twice): the next rescan lists the files beneath them again.
+    unlisted: Mutex<Vec<Vec<u8>>>,
 }
 
 /// The folders a scan saw, and where each root resolved to then (the paths a file watcher
@@ -110,6 +113,7 @@ impl DirectorySkillDiscoverer {
             files_hashed: AtomicU64::new(0),
             settle_seconds: files::SETTLE_SECONDS,
             picture: Mutex::default(),
+            unlisted: Mutex::default(),
         };
         DirectorySkillDiscoverer { inner: Arc::new(inner) }
     }
@@ -194,25 +198,50 @@ impl DirectorySkillDiscoverer {
             .collect();
         let picture = std::mem::take(&mut outcome.picture);
         *lock(&self.inner.picture) = Some(Seen { picture, resolved });
-        let found = sorted_catalog(outcome.found, |found| &found.skill)?;
+        // The listings to reuse are those of the last scan that succeeded: what changed since
+        // includes what rescans that failed meanwhile saw (after a full walk that failed, all).
+        let mut unlisted = std::mem::take(&mut *lock(&self.inner.unlisted));
+        match touched {
+            Some(touched) => unlisted.extend_from_slice(touched),
+            None => unlisted = self.inner.roots.iter().map(|root| root.as_bytes().to_vec()).collect(),
+        }
+        let found = match sorted_catalog(outcome.found, |found| &found.skill) {
+            Ok(found) => found,
+            Err(error) => {
+                *lock(&self.inner.unlisted) = unlisted;
+                return Err(error);
+            }
+        };
+        let touched = touched.map(|_| unlisted.as_slice());
         let previous = Arc::clone(&lock(&self.inner.catalog));
         let reused: Vec<Option<Arc<FileListing>>> = match touched {
             None => vec![None; found.len()],
-            Some(touched) => found
-                .iter()
-                .map(|found| {
-                    let (known, _) = previous.current(&found.skill).ok()?;
-                    let folder = found.skill.location().as_bytes();
-                    let folder = &folder[..folder.len() - "/SKILL.md".len()];
-                    let within = |inner: &[u8], outer: &[u8]| {
-                        inner.starts_with(outer) && (inner.len() == outer.len() || inner[outer.len()] == b'/')
-                    };
-                    let untouched = !touched.iter().any(|path| within(path, folder) || within(folder, path));
-                    (known.root == found.root && untouched).then(|| previous.listing(&found.skill)).flatten()
-                })
-                .collect(),
+            Some(touched) => {
+                // Both in name order: one pass over the two.
+                let mut known = previous.found.iter().zip(&previous.files).peekable();
+                found
+                    .iter()
+                    .map(|found| {
+                        while known.next_if(|(known, _)| known.skill.name() < found.skill.name()).is_some() {}
+                        let (known, files) = known.next_if(|(known, _)| known.skill.name() == found.skill.name())?;
+                        let folder = found.skill.location().as_bytes();
+                        let folder = &folder[..folder.len() - "/SKILL.md".len()];
+                        let within = |inner: &[u8], outer: &[u8]| {
+                            inner.starts_with(outer) && (inner.len() == outer.len() || inner[outer.len()] == b'/')
+                        };
+                        let untouched = !touched.iter().any(|path| within(path, folder) || within(folder, path));
+                        (known.skill == found.skill && known.root == found.root && untouched).then(|| Arc::clone(files))
+                    })
+                    .collect()
+            }
         };
-        let files = self.list_files(&found, &outcome.roots, &reused, touched.is_some())?;
+        let files = match self.list_files(&found, &outcome.roots, &reused, touched.is_some()) {
+            Ok(files) => files,
+            Err(error) => {
+                *lock(&self.inner.unlisted) = unlisted;
+                return Err(error);
+            }
+        };
         let catalog = Catalog { found, files };
         let skills = catalog.found.iter().map(|found| found.skill.clone()).collect();
         let versions = catalog.found.iter().map(|found| found.version).collect();
@@ -320,8 +349,15 @@ impl DirectorySkillDiscoverer {
     ) -> Result<Vec<Arc<FileListing>>, SkillError> {
         // Taken out while listing, so that a partial pass can add to it without a copy.
         let previous = std::mem::take(&mut *lock(&self.inner.hashes));
-        let folders: Vec<Vec<&[u8]>> =
-            found.iter().map(|found| folders_below(&self.inner.roots[found.root], found.skill.location())).collect();
+        // Only for the skills listed now (none is asked of a reused one).
+        let folders: Vec<Vec<&[u8]>> = found
+            .iter()
+            .zip(reused)
+            .map(|(found, reused)| match reused {
+                Some(_) => Vec::new(),
+                None => folders_below(&self.inner.roots[found.root], found.skill.location()),
+            })
+            .collect();
         // Enclosing folders before the folders inside them.
         let mut order: Vec<usize> = (0..found.len()).filter(|&index| reused[index].is_none()).collect();
         order.sort_unstable_by(|&a, &b| (found[a].root, &folders[a]).cmp(&(found[b].root, &folders[b])));
@@ -479,12 +515,6 @@ struct Catalog {
 }
 
 impl Catalog {
-    /// The files of `skill` as the scan listed them, if `skill` is its current descriptor.
-    fn listing(&self, skill: &Skill) -> Option<Arc<FileListing>> {
-        let index = self.found.binary_search_by(|found| found.skill.name().cmp(skill.name())).ok()?;
-        (self.found[index].skill == *skill).then(|| Arc::clone(&self.files[index]))
-    }
-
     /// The scan's entry for `skill` if `skill` is its current descriptor.
     fn current(&self, skill: &Skill) -> Result<(&Found, &FileListing), SkillError> {
         let index = self.found.binary_search_by(|found| found.skill.name().cmp(skill.name())).ok();
@@ -630,6 +660,12 @@ mod tests {
         made
     }
 
+    /// `path` with its folder resolved (the path a watcher reports for the entry), if the folder
+    /// exists.
+    fn real(path: &std::path::Path) -> Option<PathBuf> {
+        Some(path.parent()?.canonicalize().ok()?.join(path.file_name()?))
+    }
+
     /// Applies `change` under `root`; gives every path a file watcher would name for it.
     fn apply(root: &std::path::Path, change: &Change) -> Vec<PathBuf> {
         let at = |index: usize| root.join(FOLDERS[index]);
@@ -659,7 +695,8 @@ mod tests {
             }
             Change::Folder { folder } => make_folders(root, FOLDERS[folder]),
             Change::Remove { folder } => {
-                let path = at(folder);
+                // A watcher names the folder where it is, not where a symlinked path leads.
+                let Some(path) = real(&at(folder)) else { return Vec::new() };
                 match std::fs::symlink_metadata(&path) {
                     Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
                     Ok(_) => std::fs::remove_file(&path).unwrap(),
@@ -668,7 +705,7 @@ mod tests {
                 vec![path]
             }
             Change::Rename { from, to } => {
-                let (from, to) = (at(from), at(to));
+                let (Some(from), Some(to)) = (real(&at(from)), real(&at(to))) else { return Vec::new() };
                 if to.starts_with(&from)
                     || std::fs::symlink_metadata(&to).is_ok()
                     || std::fs::rename(&from, &to).is_err()
