@@ -35,6 +35,10 @@ const SETTLE: Duration = Duration::from_millis(5);
 /// reached), when `--rescan-interval` is longer or off: changes must not stay invisible.
 const UNWATCHED_RESCAN: Duration = Duration::from_secs(10);
 
+/// Beyond this many changed paths in one rescan (a checkout of a whole tree), a full walk, which
+/// lists folders on several threads, is faster than listing each named folder in turn.
+const MAX_CHANGED_PATHS: usize = 4096;
+
 /// How often watches that hit the kernel's limit are tried again (the limit may have been raised).
 const WATCH_RETRY: Duration = Duration::from_secs(300);
 
@@ -438,7 +442,7 @@ impl LiveCatalog {
         let changed = std::mem::take(&mut *lock(&self.inner.changed));
         let full = self.inner.full_rescan.swap(false, Ordering::AcqRel);
         let watched = self.change_stamp().is_some();
-        let covered = watched && changed.iter().all(|path| self.covered(path));
+        let covered = watched && changed.len() <= MAX_CHANGED_PATHS && changed.iter().all(|path| self.covered(path));
         let scanned = if full || !covered {
             if verify && covered {
                 let stamp = self.change_stamp();
