@@ -116,8 +116,9 @@ def skill_folders(tree: Path) -> list[Path]:
     return sorted(folder for team in tree.iterdir() if team.is_dir() for folder in team.iterdir() if folder.is_dir())
 
 
-def changes(tree: Path, port: int, count: int, timeout: float) -> dict:
-    """Edits, adds and deletes in turn; the latency of each until GET /skills shows it."""
+def changes(tree: Path, port: int, count: int, timeout: float, tag: str) -> dict:
+    """Edits, adds and deletes in turn; the latency of each until GET /skills shows it. `tag`
+    keeps the names of added skills apart between runs on the same tree."""
     folders = skill_folders(tree)
     poller = Poller(port)
     poller.poll()
@@ -127,12 +128,12 @@ def changes(tree: Path, port: int, count: int, timeout: float) -> dict:
         kind = ("edit", "add", "delete")[change % 3]
         if kind == "edit":
             folder = folders[(change * 7919) % len(folders)]
-            description = f"Edited by change {change}."
+            description = f"Edited by change {change} of run {tag}."
             write_atomically(folder / "SKILL.md", skill_text(folder.name, description))
             needle = json.dumps(description).encode()
             check = lambda body, needle=needle: needle in body  # noqa: E731
         elif kind == "add":
-            name = f"added-{change:05d}"
+            name = f"added-{tag}-{change:05d}"
             folder = folders[(change * 104729) % len(folders)].parent / name
             folder.mkdir()
             write_atomically(folder / "SKILL.md", skill_text(name, "Added by the bench."))
@@ -238,7 +239,7 @@ def measure_size(binary: Path, work: Path, skills: int, count: int, exhausted: b
         result["memory_kib"] = memory_of(server.pid)
         result["get_skills"] = get_skills_cpu(port, server.pid, cpu_requests)
         before = metrics(port)
-        result["changes"] = changes(tree, port, count, 25.0 if exhausted else 10.0)
+        result["changes"] = changes(tree, port, count, 25.0 if exhausted else 10.0, "x" if exhausted else "w")
         time.sleep(0.5)
         after = metrics(port)
         scans = after["skillcat_scan_duration_seconds_count"] - before["skillcat_scan_duration_seconds_count"]
