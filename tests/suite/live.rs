@@ -667,3 +667,24 @@ async fn a_tree_larger_than_the_watch_limit_is_said_and_rescanned() {
     let (status, log) = server.terminate();
     assert!(status.success(), "{status}; log:\n{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_rescanned_alone_and_the_periodic_full_walk_agrees() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("skills");
+    write_skill(&root.join("alpha"), &skill_md(None, "Present at start.", "a"));
+    let live = LiveOptions { rescan_interval: Some(Duration::from_millis(300)), watch: true };
+    let app = sources(&root, live).await;
+    let series = |kind: &str| format!("skillcat_directory_scans_total{{kind=\"{kind}\"}}");
+    for index in 0..6 {
+        let name = format!("added-{index}");
+        write_skill(&root.join(&name), &skill_md(None, "Added.", "b"));
+        app.wait_for_catalog(|catalog| names(catalog).contains(&name.as_str())).await;
+    }
+    assert!(app.metric(&series("incremental")).await >= 3, "changes are rescanned from the picture");
+    // Periodic full walks, each checked against a rescan from the picture.
+    let full = app.metric(&series("full")).await;
+    eventually("periodic full walks", || async { app.metric(&series("full")).await >= full + 4 }).await;
+    assert_eq!(app.metric("skillcat_rescan_disagreements_total").await, 0);
+    app.shutdown().await.expect("clean shutdown");
+}
