@@ -716,16 +716,14 @@ fn same_discovery(a: &Result<CompositeDiscovery, SourceError>, b: &Result<Compos
 /// (the first one included). `GET /skills` never says it: it stays nagents' catalog.
 fn report_left_out(previous: &Snapshot, published: &Snapshot) {
     let CatalogState::Ready(catalog) = &published.state else { return };
-    let now = wellknown::left_out(catalog);
-    let before = match &previous.state {
-        CatalogState::Ready(previous) => wellknown::left_out(previous),
-        _ => Vec::new(),
+    let unchanged = match &previous.state {
+        CatalogState::Ready(previous) => !left_out_differs(previous, catalog),
+        _ => wellknown::left_out(catalog).is_empty(),
     };
-    let unchanged = now.len() == before.len()
-        && now.iter().zip(&before).all(|((a, why_a), (b, why_b))| a.skill.name() == b.skill.name() && why_a == why_b);
     if unchanged {
         return;
     }
+    let now = wellknown::left_out(catalog);
     let version = published.version;
     if now.is_empty() {
         tracing::info!(version, "the well-known indexes publish every skill");
@@ -733,6 +731,37 @@ fn report_left_out(previous: &Snapshot, published: &Snapshot) {
     }
     let skills = now.iter().map(|(skill, why)| format!("{}: {why}", skill.skill.name())).collect::<Vec<_>>().join("; ");
     tracing::warn!(version, count = now.len(), skills, "skills left out of the well-known indexes");
+}
+
+/// Whether two catalogs leave different skills out of the well-known indexes, or for different
+/// reasons. A skill shared by both (unchanged) is left out of both or neither, so only the
+/// skills that changed are looked at: a new version of a large catalog costs its changes.
+fn left_out_differs(a: &Catalog, b: &Catalog) -> bool {
+    let reason = |skill: &CatalogSkill| wellknown::published_in_legacy(skill).err();
+    let (mut a, mut b) = (a.skills.iter().peekable(), b.skills.iter().peekable());
+    loop {
+        let (x, y) = match (a.peek(), b.peek()) {
+            (None, None) => return false,
+            (Some(x), Some(y)) if x.skill.name() == y.skill.name() => (a.next(), b.next()),
+            (Some(x), Some(y)) if x.skill.name() < y.skill.name() => (a.next(), None),
+            (Some(_), None) => (a.next(), None),
+            _ => (None, b.next()),
+        };
+        match (x, y) {
+            (Some(x), Some(y)) if Arc::ptr_eq(x, y) => {}
+            (Some(x), Some(y)) => {
+                if reason(x) != reason(y) {
+                    return true;
+                }
+            }
+            (Some(only), None) | (None, Some(only)) => {
+                if reason(only).is_some() {
+                    return true;
+                }
+            }
+            (None, None) => return false,
+        }
+    }
 }
 
 /// The watches on the roots. Each root is watched recursively at the directory it resolves to
