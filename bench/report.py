@@ -20,6 +20,10 @@ DISCOVERY_MIN_RATIO = 20.0
 FRESHNESS_MAX_P99_MS = 100.0
 CLIENT_MAX_P50_NS = {"conditional": 100_000.0, "watch": 5_000.0}
 MEMORY_MAX_MIB = {"idle": 15.0, "10000": 40.0}
+# Row h (bench/scale.py), by catalog size.
+SCALE_FRESHNESS_MAX_P99_MS = {10_000: 100.0, 100_000: 500.0}
+SCALE_READY_MAX_MS = {100_000: 3000.0}
+SCALE_MEMORY_MAX_MIB = {10_000: 40.0, 100_000: 300.0}
 
 HTTP_CASES = {
     "get": ("a", "GET /skills, identity"),
@@ -209,7 +213,90 @@ def rows(results: dict, errors: dict[str, str]) -> list[dict]:
                 "skillcat": f"VmRSS {last['VmRSS'] / MIB:.1f} MiB, VmHWM {last['VmHWM'] / MIB:.1f} MiB",
                 "reference": "—", "ratio": "—", "target": "—", "verdict": "info", "value": None,
             })
+    table.extend(scale_rows(results.get("scale"), errors))
     return table
+
+
+def scale_rows(scale: dict | None, errors: dict[str, str]) -> list[dict]:
+    """Row h: each size's cold start, freshness, memory and GET /skills CPU; targets where the
+    issue set them, information otherwise."""
+    if not scale:
+        if "h" in errors:
+            return [{"id": "h", "what": "growth with the catalog's size", "skillcat": "—", "reference": "—",
+                     "ratio": "—", "target": "—", "verdict": "error", "error": errors["h"].splitlines()[0][:200]}]
+        return []
+    table = []
+    for key, size in scale["sizes"].items():
+        skills = size["skills"]
+        label = f"{skills:,} skills"
+        if size["exhausted"]:
+            label += f", watch limit exhausted ({size['watch_limit']:,} watches for {size['folders']:,} folders)"
+
+        def row(what: str, value: str, reference: str, target: float | None, measured: float, unit: str,
+                lower_is_better: bool = True) -> dict:
+            judged = target is not None
+            return {"id": "h", "what": f"{what}, {label}", "skillcat": value, "reference": reference, "ratio": "—",
+                    "target": f"≤ {target:,.0f} {unit}" if judged else "—",
+                    "verdict": verdict(measured <= target) if judged else "info", "value": measured}
+
+        table.append(row(
+            "cold start to ready", f"{size['ready_ms']:,.0f} ms (first full walk {size['cold_scan_ms']:,.0f} ms)",
+            f"{size['entries']:,} entries, {size['folders']:,} folders", SCALE_READY_MAX_MS.get(skills),
+            size["ready_ms"], "ms"))
+        changes, rescans = size["changes"], size["rescans"]
+        latency = changes["latency_ms"]
+        p99 = latency.get("p99", float("inf")) if not changes["missed"] else float("inf")
+        seen = f"{changes['seen']} of {changes['changes']} changes seen"
+        value = (f"p50 {latency['p50']:.1f} ms, p99 {latency['p99']:.1f} ms, max {latency['max']:.1f} ms; {seen}"
+                 if latency else seen)
+        mean = f"mean {rescans['mean_ms']:.0f} ms each" if rescans["mean_ms"] is not None else "—"
+        reference = (f"{rescans['count']:.0f} rescans ({rescans['incremental']:.0f} of changes, "
+                     f"{rescans['full']:.0f} full walks), {mean}; {rescans['disagreements']:.0f} disagreements")
+        table.append(row("change on disk → visible in GET /skills", value, reference,
+                         SCALE_FRESHNESS_MAX_P99_MS.get(skills), p99, "ms p99"))
+        memory, after = size["memory_kib"], size["memory_after_changes_kib"]
+        table.append(row(
+            "memory (after a few requests of every route)",
+            f"VmRSS {memory['VmRSS'] / MIB:.1f} MiB, VmHWM {memory['VmHWM'] / MIB:.1f} MiB",
+            f"after the changes: VmRSS {after['VmRSS'] / MIB:.1f} MiB, VmHWM {after['VmHWM'] / MIB:.1f} MiB",
+            SCALE_MEMORY_MAX_MIB.get(skills), memory["VmRSS"] / MIB, "MiB VmRSS"))
+        cpu = size["get_skills"]
+        table.append(row(
+            "GET /skills (identity), server CPU per request", f"{cpu['cpu_us']:,.0f} µs",
+            f"{size_text(cpu['bytes'])} body; {cpu['requests']} sequential requests, {cpu['wall_ms']:.2f} ms each",
+            None, cpu["cpu_us"], "µs"))
+    return table
+
+
+def size_text(length: int) -> str:
+    return f"{length / 1024 / 1024:.1f} MiB" if length >= 1024 * 1024 else f"{length / 1024:.0f} KiB"
+
+
+def growth(scale: dict | None) -> list[str]:
+    """Row h's costs side by side, by catalog size (the limit on watches raised)."""
+    if not scale:
+        return []
+    sizes = [size for size in scale["sizes"].values() if not size["exhausted"]]
+    if not sizes:
+        return []
+    lines = ["How each cost grows with the catalog (row h, the limit on watches raised):", "",
+             "| cost | " + " | ".join(f"{size['skills']:,} skills" for size in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+
+    def line(name: str, cells: list[str]) -> None:
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+
+    line("entries / folders", [f"{size['entries']:,} / {size['folders']:,}" for size in sizes])
+    line("cold start to ready", [f"{size['ready_ms']:,.0f} ms" for size in sizes])
+    line("first full walk", [f"{size['cold_scan_ms']:,.0f} ms" for size in sizes])
+    line("rescan after one change (mean)",
+         [f"{size['rescans']['mean_ms']:.1f} ms" if size["rescans"]["mean_ms"] is not None else "—" for size in sizes])
+    line("change visible, p99",
+         [f"{size['changes']['latency_ms']['p99']:.0f} ms" if size["changes"]["latency_ms"] else "—" for size in sizes])
+    line("VmRSS", [f"{size['memory_kib']['VmRSS'] / MIB:.1f} MiB" for size in sizes])
+    line("GET /skills CPU per request", [f"{size['get_skills']['cpu_us']:,.0f} µs" for size in sizes])
+    line("GET /skills body", [size_text(size["get_skills"]["bytes"]) for size in sizes])
+    return lines + [""]
 
 
 def describe(info: dict) -> list[str]:
@@ -217,7 +304,7 @@ def describe(info: dict) -> list[str]:
     settings = info["settings"]
     lines = [
         f"Run: {info['started']}, `bench/run`{' --quick' if info['mode'] == 'quick' else ''} "
-        f"({info['mode']}{', rows ' + info['rows'] if info['rows'] != 'abcdefg' else ''}), "
+        f"({info['mode']}{', rows ' + info['rows'] if info['rows'] != 'abcdefgh' else ''}), "
         f"{info['elapsed_s'] / 60:.1f} min; commit {machine['commit']}.",
         f"Machine: {machine['cpu']}; {machine['usable_cores']} usable cores (of {machine['cores']}); "
         f"{machine['kernel']}; {machine['memory']} memory; load average {info['load_at_start']} at the start, "
@@ -281,7 +368,9 @@ def markdown(info: dict, table: list[dict]) -> str:
         result = row["verdict"] if not row.get("error") else f"error: {row['error']}"
         out.append("| " + " | ".join(cell(part) for part in (
             row["id"], row["what"], row["skillcat"], row["reference"], row["ratio"], row["target"], result)) + " |")
-    out += ["", summary_line(table), "", "Ratios:", ""]
+    out += ["", summary_line(table), ""]
+    out += growth(info.get("scale"))
+    out += ["Ratios:", ""]
     for row in table:
         if row["ratio"] != "—":
             out.append(f"- {row['id']}, {row['what']}: {row['ratio']}")

@@ -105,6 +105,12 @@ pub struct Metrics {
     catalog_failing: AtomicU64,
     catalog_skills: AtomicUsize,
     watcher_errors: AtomicU64,
+    watch_incomplete: AtomicU64,
+    watch_limit_reached: AtomicU64,
+    watch_overflows: AtomicU64,
+    rescans_incremental: AtomicU64,
+    rescans_full: AtomicU64,
+    picture_disagreements: AtomicU64,
     sse_clients: AtomicUsize,
     search_indexes: AtomicU64,
     search_documents: AtomicU64,
@@ -157,6 +163,33 @@ impl Metrics {
         self.search_documents.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Whether some folder is not watched (the kernel's limit on inotify watches was reached).
+    pub fn set_watch_incomplete(&self, incomplete: bool) {
+        self.watch_incomplete.store(u64::from(incomplete), Ordering::Relaxed);
+    }
+
+    /// Counts a watch the kernel refused for its limit on watches.
+    pub fn watch_limit_reached(&self) {
+        self.watch_limit_reached.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a directory source's scan: from its picture of the folders (only what changed), or
+    /// a full walk.
+    pub fn rescanned(&self, incremental: bool) {
+        let counter = if incremental { &self.rescans_incremental } else { &self.rescans_full };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a periodic full walk whose catalog differed from the rescan of changes.
+    pub fn picture_disagreement(&self) {
+        self.picture_disagreements.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an overflow of the kernel's event queue (events were lost).
+    pub fn watch_overflow(&self) {
+        self.watch_overflows.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an open event stream until the guard is dropped.
     pub fn sse_client(self: &std::sync::Arc<Self>) -> SseClient {
         self.sse_clients.fetch_add(1, Ordering::Relaxed);
@@ -183,7 +216,28 @@ impl Metrics {
         out.push_str("# HELP skillcat_scan_duration_seconds Time to discover every source and prepare a snapshot.\n");
         out.push_str("# TYPE skillcat_scan_duration_seconds histogram\n");
         lock(&self.scans).render(&mut out, "skillcat_scan_duration_seconds", "");
+        out.push_str(
+            "# HELP skillcat_directory_scans_total Scans of directory sources: full walks, and rescans of only \
+             the folders file events named.\n# TYPE skillcat_directory_scans_total counter\n",
+        );
+        let _ = writeln!(
+            out,
+            "skillcat_directory_scans_total{{kind=\"full\"}} {}",
+            self.rescans_full.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "skillcat_directory_scans_total{{kind=\"incremental\"}} {}",
+            self.rescans_incremental.load(Ordering::Relaxed)
+        );
         let gauges = [
+            (
+                "skillcat_rescan_disagreements_total",
+                "counter",
+                "Periodic full walks whose catalog differed from the rescan of the changes (a bug; the full walk's \
+                 catalog is served).",
+                self.picture_disagreements.load(Ordering::Relaxed),
+            ),
             (
                 "skillcat_catalog_skills",
                 "gauge",
@@ -207,6 +261,25 @@ impl Metrics {
                 "counter",
                 "File watcher errors (changes are still seen by periodic rescans).",
                 self.watcher_errors.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_watch_incomplete",
+                "gauge",
+                "1 while some folder is not watched (fs.inotify.max_user_watches reached): changes there wait for \
+                 the periodic rescan.",
+                self.watch_incomplete.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_watch_limit_reached_total",
+                "counter",
+                "Watches the kernel refused because fs.inotify.max_user_watches was reached.",
+                self.watch_limit_reached.load(Ordering::Relaxed),
+            ),
+            (
+                "skillcat_watch_overflows_total",
+                "counter",
+                "Overflows of the kernel's inotify event queue (fs.inotify.max_queued_events); each costs a full rescan.",
+                self.watch_overflows.load(Ordering::Relaxed),
             ),
             (
                 "skillcat_sse_clients",

@@ -91,6 +91,14 @@ impl Sources {
         &self.info[source].label
     }
 
+    /// Source `source` if it is a directory source.
+    pub fn directory(&self, source: usize) -> Option<&DirectorySkillDiscoverer> {
+        match &self.readers[source] {
+            FileReader::Directory(directory) => Some(directory),
+            FileReader::Builtin(_) => None,
+        }
+    }
+
     /// The file reader of source `source`.
     pub fn reader(&self, source: usize) -> &FileReader {
         &self.readers[source]

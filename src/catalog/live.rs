@@ -13,6 +13,7 @@ use futures_util::TryStreamExt as _;
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use skillcat_core::{
     CompositeDiscovery, ContentVersion, Digest, Skill, SkillDiscoverer, SkillError, SkillFile, SourceError,
+    SourcedDiagnostic,
 };
 use tokio::sync::{Notify, watch};
 
@@ -29,6 +30,17 @@ const CONCURRENT_READS: usize = 16;
 
 /// How long to wait after a change for the burst it belongs to (an editor's save, a git checkout).
 const SETTLE: Duration = Duration::from_millis(5);
+
+/// The rescan period while some folder is not watched (the kernel's limit on inotify watches was
+/// reached), when `--rescan-interval` is longer or off: changes must not stay invisible.
+const UNWATCHED_RESCAN: Duration = Duration::from_secs(10);
+
+/// Beyond this many changed paths in one rescan (a checkout of a whole tree), a full walk, which
+/// lists folders on several threads, is faster than listing each named folder in turn.
+const MAX_CHANGED_PATHS: usize = 4096;
+
+/// How often watches that hit the kernel's limit are tried again (the limit may have been raised).
+const WATCH_RETRY: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
@@ -59,8 +71,27 @@ struct Inner {
     /// they say whether a content read earlier is still what is on disk.
     changes: AtomicU64,
     watch_complete: AtomicBool,
-    /// Set for good by a watcher error (events lost, a subfolder that could not be watched).
+    /// Set for good by a watcher error other than the limit on watches (events lost).
     watch_failed: AtomicBool,
+    /// Folders the watcher could not watch since the last refresh (the limit on watches, met by
+    /// a folder made while running), for the next refresh to account for.
+    unwatched: std::sync::Mutex<Vec<PathBuf>>,
+    /// Set by a queue overflow: the watcher may have missed new folders, so every recursive watch
+    /// is placed again before the next rescan.
+    rewatch: AtomicBool,
+    /// Whether a queue overflow has been logged (once per process).
+    overflow_logged: AtomicBool,
+    /// The folders left unwatched, while there are any: the catalog says so, and the periodic
+    /// rescan runs at least every `UNWATCHED_RESCAN`.
+    gap: std::sync::Mutex<Option<WatchGap>>,
+    /// The periodic rescan's period while the watch is incomplete.
+    unwatched_period: Duration,
+    /// The paths file events named since the last rescan began: a rescan lists again only what
+    /// they may have changed.
+    changed: std::sync::Mutex<Vec<PathBuf>>,
+    /// Set when the next rescan must walk everything: a reason other than a named change asked
+    /// for it (a stale read, the periodic timer, lost events).
+    full_rescan: AtomicBool,
     contents: ContentCache,
 }
 
@@ -82,6 +113,13 @@ impl LiveCatalog {
             changes: AtomicU64::new(0),
             watch_complete: AtomicBool::new(false),
             watch_failed: AtomicBool::new(false),
+            unwatched: std::sync::Mutex::default(),
+            rewatch: AtomicBool::new(false),
+            overflow_logged: AtomicBool::new(false),
+            gap: std::sync::Mutex::default(),
+            changed: std::sync::Mutex::default(),
+            full_rescan: AtomicBool::new(true),
+            unwatched_period: options.rescan_interval.map_or(UNWATCHED_RESCAN, |period| period.min(UNWATCHED_RESCAN)),
             contents: ContentCache::default(),
         });
         let catalog = LiveCatalog { inner };
@@ -304,8 +342,15 @@ impl LiveCatalog {
         trusted.then_some(stamp)
     }
 
-    /// Asks for a rescan; requests made while one runs collapse into one more.
+    /// Asks for a full rescan; requests made while one runs collapse into one more.
     fn request_rescan(&self) {
+        self.inner.full_rescan.store(true, Ordering::Release);
+        self.inner.rescan.notify_one();
+    }
+
+    /// Asks for a rescan of what changed at `paths`.
+    fn request_rescan_of(&self, paths: Vec<PathBuf>) {
+        lock(&self.inner.changed).extend(paths);
         self.inner.rescan.notify_one();
     }
 
@@ -316,11 +361,12 @@ impl LiveCatalog {
     }
 
     async fn run(self, options: LiveOptions, mut watcher: Option<RootWatcher>, mut shutdown: watch::Receiver<bool>) {
-        let mut ticker = options.rescan_interval.map(|period| {
-            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticker
-        });
+        // The next periodic rescan: every `--rescan-interval`, and at least every
+        // `UNWATCHED_RESCAN` while some folder is not watched.
+        let mut next_periodic: Option<tokio::time::Instant> = None;
+        // Whether this rescan is the periodic one, which also checks the picture of the folders
+        // the rescans of changes keep against the full walk.
+        let mut verify = false;
         loop {
             // Requests made before this rescan starts (while the last burst settled) are answered
             // by it; left pending, each burst would cost a second, redundant full rescan.
@@ -333,14 +379,17 @@ impl LiveCatalog {
                 // Adding recursive watches walks the trees (every folder of a large catalog):
                 // blocking work, kept off the async workers.
                 let metrics = Arc::clone(&self.inner.metrics);
+                let unwatched = std::mem::take(&mut *lock(&self.inner.unwatched));
+                let rewatch = self.inner.rewatch.swap(false, Ordering::AcqRel);
                 let refreshed = tokio::task::spawn_blocking(move || {
-                    let complete = moved.refresh(&metrics);
-                    (moved, complete)
+                    let outcome = moved.refresh(&metrics, &unwatched, rewatch);
+                    (moved, outcome)
                 })
                 .await;
                 match refreshed {
-                    Ok((moved, complete)) => {
+                    Ok((moved, (complete, gap))) => {
                         self.inner.watch_complete.store(complete, Ordering::Release);
+                        self.set_gap(gap);
                         watcher = Some(moved);
                     }
                     Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
@@ -348,23 +397,87 @@ impl LiveCatalog {
                     Err(_) => return,
                 }
             }
-            self.rescan().await;
+            self.rescan(std::mem::take(&mut verify)).await;
+            let period = match (options.rescan_interval, lock(&self.inner.gap).is_some()) {
+                (_, true) => Some(self.inner.unwatched_period),
+                (configured, false) => configured,
+            };
+            let now = tokio::time::Instant::now();
+            next_periodic = period.map(|period| match next_periodic {
+                Some(next) if next > now => next.min(now + period),
+                _ => now + period,
+            });
             tokio::select! {
                 () = self.inner.rescan.notified() => tokio::time::sleep(SETTLE).await,
-                _ = async { ticker.as_mut().expect("a ticker").tick().await }, if ticker.is_some() => {}
+                () = async { tokio::time::sleep_until(next_periodic.expect("a period")).await }, if next_periodic.is_some() => {
+                    next_periodic = None;
+                    self.inner.full_rescan.store(true, Ordering::Release);
+                    verify = true;
+                }
                 () = stopped(&mut shutdown) => return,
             }
         }
     }
 
+    /// Records what the watcher could not watch now, logging once when folders start or stop
+    /// going unwatched.
+    fn set_gap(&self, gap: Option<WatchGap>) {
+        let mut current = lock(&self.inner.gap);
+        self.inner.metrics.set_watch_incomplete(gap.is_some());
+        match (&*current, &gap) {
+            (None, Some(gap)) => {
+                let limit = gap.limit.map_or_else(|| "unknown".to_owned(), |limit| limit.to_string());
+                tracing::warn!(
+                    limit,
+                    folders = gap.folders,
+                    rescan_every_seconds = self.inner.unwatched_period.as_secs_f64(),
+                    fix = format!("sysctl fs.inotify.max_user_watches={}", gap.suggested_limit()),
+                    "the kernel's limit on inotify watches (fs.inotify.max_user_watches, per user, shared by \
+                     all of its processes) is reached: some folders are not watched, so their changes are seen \
+                     only by periodic rescans; raise the limit (the watches are placed again every {} s)",
+                    WATCH_RETRY.as_secs()
+                );
+            }
+            (Some(_), None) => tracing::info!("every folder is watched again"),
+            _ => {}
+        }
+        *current = gap;
+    }
     /// Discovers every source and publishes the result if it answers anything differently.
-    async fn rescan(&self) {
+    /// Directory sources list again only what the changes named since the last rescan may have
+    /// touched, unless a full walk is due: at start, after lost events or a stale read, while a
+    /// folder is not watched, and at the periodic rescan (`verify`), which also rescans from the
+    /// picture first and counts any difference (the full walk's answer is the one published).
+    async fn rescan(&self, verify: bool) {
         let started = Instant::now();
         let sources = &self.inner.sources;
-        let state = match sources.composite.scan_sources().await {
+        let changed = std::mem::take(&mut *lock(&self.inner.changed));
+        let full = self.inner.full_rescan.swap(false, Ordering::AcqRel);
+        let watched = self.change_stamp().is_some();
+        let covered = watched && changed.len() <= MAX_CHANGED_PATHS && changed.iter().all(|path| self.covered(path));
+        let scanned = if full || !covered {
+            if verify && covered {
+                let stamp = self.change_stamp();
+                let from_picture = self.discover(Some(changed)).await;
+                let walked = self.discover(None).await;
+                if stamp.is_some() && stamp == self.change_stamp() && !same_discovery(&from_picture, &walked) {
+                    self.inner.metrics.picture_disagreement();
+                    tracing::warn!("the rescan of changes and the full walk disagree; serving the full walk's catalog");
+                }
+                walked
+            } else {
+                self.discover(None).await
+            }
+        } else {
+            self.discover(Some(changed)).await
+        };
+        let state = match scanned {
             Ok(mut discovery) => {
                 self.inner.metrics.set_failing(false);
                 self.read_missing_versions(&mut discovery).await;
+                if let Some(gap) = &*lock(&self.inner.gap) {
+                    discovery.diagnostics.extend(gap.diagnostics(self.inner.unwatched_period));
+                }
                 let labels: Vec<String> = sources.info.iter().map(|info| info.label.clone()).collect();
                 // The first catalog is compressed before it is published (nothing is served yet);
                 // later ones after, so that compressing never delays a change.
@@ -418,6 +531,51 @@ impl LiveCatalog {
                 report_left_out(&previous, &snapshot);
             });
         }
+    }
+
+    /// Whether a change at `path` can be rescanned from a directory source's picture: it lies
+    /// beneath one of their roots, as the last scan resolved them.
+    fn covered(&self, path: &Path) -> bool {
+        let sources = &self.inner.sources;
+        (0..sources.info.len()).filter_map(|source| sources.directory(source)).any(|directory| directory.covers(path))
+    }
+
+    /// One scan of every source: with `changed`, directory sources rescan what those paths may
+    /// have changed (falling back to a full walk where they cannot tell); without, everything.
+    async fn discover(&self, changed: Option<Vec<PathBuf>>) -> Result<CompositeDiscovery, SourceError> {
+        let sources = &self.inner.sources;
+        let changed = changed.map(Arc::new);
+        let mut scans = Vec::with_capacity(sources.info.len());
+        for (index, discoverer) in sources.composite.sources().iter().enumerate() {
+            let scan = match sources.directory(index) {
+                Some(directory) => {
+                    let (directory, changed, metrics) =
+                        (directory.clone(), changed.clone(), Arc::clone(&self.inner.metrics));
+                    let scanned = tokio::task::spawn_blocking(move || {
+                        let rescanned = changed.as_deref().and_then(|changed| directory.rescan_blocking(changed));
+                        metrics.rescanned(rescanned.is_some());
+                        rescanned.unwrap_or_else(|| directory.scan_blocking())
+                    })
+                    .await;
+                    match scanned {
+                        Ok(scan) => scan,
+                        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                        // The runtime is shutting down.
+                        Err(error) => Err(SkillError::Io {
+                            context: "the scan was cancelled".to_owned(),
+                            source: std::io::Error::other(error),
+                        }),
+                    }
+                }
+                None => discoverer.scan().await,
+            };
+            let failed = scan.is_err();
+            scans.push(scan);
+            if failed {
+                break;
+            }
+        }
+        sources.composite.compose(scans)
     }
 
     /// What a failed scan leaves published. Before any good catalog it is the failure (every
@@ -492,7 +650,38 @@ impl LiveCatalog {
         let metrics = Arc::clone(&self.inner.metrics);
         let handler = move |event: notify::Result<notify::Event>| match event {
             Ok(event) if event.kind.is_access() => {}
-            Ok(_) => {
+            Ok(event) if event.need_rescan() => {
+                // The kernel's event queue overflowed: changes were lost, and folders made
+                // meanwhile may have no watch yet.
+                metrics.watch_overflow();
+                if !catalog.inner.overflow_logged.swap(true, Ordering::AcqRel) {
+                    let queue = read_limit("/proc/sys/fs/inotify/max_queued_events");
+                    let queue_text = queue.map_or_else(|| "unknown".to_owned(), |queue| queue.to_string());
+                    tracing::warn!(
+                        max_queued_events = queue_text,
+                        fix = format!(
+                            "sysctl fs.inotify.max_queued_events={}",
+                            queue.map_or(65_536, |queue| (queue * 4).next_power_of_two())
+                        ),
+                        "the kernel's inotify event queue overflowed (fs.inotify.max_queued_events); \
+                         rescanning everything and watching every folder again (logged once; \
+                         skillcat_watch_overflows_total counts them)"
+                    );
+                }
+                catalog.inner.rewatch.store(true, Ordering::Release);
+                catalog.inner.changes.fetch_add(1, Ordering::AcqRel);
+                catalog.request_rescan();
+            }
+            Ok(event) => {
+                catalog.inner.changes.fetch_add(1, Ordering::AcqRel);
+                catalog.request_rescan_of(event.paths);
+            }
+            Err(error) if matches!(error.kind, notify::ErrorKind::MaxFilesWatch) => {
+                // A folder made while running could not be watched; the next refresh accounts
+                // for it (and logs it, once).
+                metrics.watcher_error();
+                metrics.watch_limit_reached();
+                lock(&catalog.inner.unwatched).extend(error.paths);
                 catalog.inner.changes.fetch_add(1, Ordering::AcqRel);
                 catalog.request_rescan();
             }
@@ -505,11 +694,17 @@ impl LiveCatalog {
                 catalog.request_rescan();
             }
         };
-        let config = notify::Config::default().with_follow_symlinks(false);
+        // Creations, removals and modifications only: the scans' own opens of every folder and
+        // `SKILL.md` would otherwise each queue an event, overflow the kernel's queue on a large
+        // tree, and make every full rescan cause the next.
+        let config =
+            notify::Config::default().with_follow_symlinks(false).with_event_kinds(notify::EventKindMask::CORE);
         match RecommendedWatcher::new(handler, config) {
             Ok(watcher) => {
-                let roots = self.inner.sources.info.iter().flat_map(|info| info.roots.iter().cloned()).collect();
-                Some(RootWatcher { watcher, roots, watched: Vec::new() })
+                let roots = (self.inner.sources.info.iter().enumerate())
+                    .flat_map(|(source, info)| info.roots.iter().map(move |root| (source, root.clone())))
+                    .collect();
+                Some(RootWatcher { watcher, roots, watched: Vec::new(), partial: Vec::new() })
             }
             Err(error) => {
                 self.inner.metrics.watcher_error();
@@ -520,20 +715,27 @@ impl LiveCatalog {
     }
 }
 
+/// Whether two scans give the same catalog (or fail the same way).
+fn same_discovery(a: &Result<CompositeDiscovery, SourceError>, b: &Result<CompositeDiscovery, SourceError>) -> bool {
+    match (a, b) {
+        (Ok(a), Ok(b)) => a == b,
+        (Err(a), Err(b)) => a.index == b.index && a.to_string() == b.to_string(),
+        _ => false,
+    }
+}
+
 /// Names the skills the well-known indexes leave out, and why, when a new version changes that
 /// (the first one included). `GET /skills` never says it: it stays nagents' catalog.
 fn report_left_out(previous: &Snapshot, published: &Snapshot) {
     let CatalogState::Ready(catalog) = &published.state else { return };
-    let now = wellknown::left_out(catalog);
-    let before = match &previous.state {
-        CatalogState::Ready(previous) => wellknown::left_out(previous),
-        _ => Vec::new(),
+    let unchanged = match &previous.state {
+        CatalogState::Ready(previous) => !left_out_differs(previous, catalog),
+        _ => wellknown::left_out(catalog).is_empty(),
     };
-    let unchanged = now.len() == before.len()
-        && now.iter().zip(&before).all(|((a, why_a), (b, why_b))| a.skill.name() == b.skill.name() && why_a == why_b);
     if unchanged {
         return;
     }
+    let now = wellknown::left_out(catalog);
     let version = published.version;
     if now.is_empty() {
         tracing::info!(version, "the well-known indexes publish every skill");
@@ -543,6 +745,37 @@ fn report_left_out(previous: &Snapshot, published: &Snapshot) {
     tracing::warn!(version, count = now.len(), skills, "skills left out of the well-known indexes");
 }
 
+/// Whether two catalogs leave different skills out of the well-known indexes, or for different
+/// reasons. A skill shared by both (unchanged) is left out of both or neither, so only the
+/// skills that changed are looked at: a new version of a large catalog costs its changes.
+fn left_out_differs(a: &Catalog, b: &Catalog) -> bool {
+    let reason = |skill: &CatalogSkill| wellknown::published_in_legacy(skill).err();
+    let (mut a, mut b) = (a.skills.iter().peekable(), b.skills.iter().peekable());
+    loop {
+        let (x, y) = match (a.peek(), b.peek()) {
+            (None, None) => return false,
+            (Some(x), Some(y)) if x.skill.name() == y.skill.name() => (a.next(), b.next()),
+            (Some(x), Some(y)) if x.skill.name() < y.skill.name() => (a.next(), None),
+            (Some(_), None) => (a.next(), None),
+            _ => (None, b.next()),
+        };
+        match (x, y) {
+            (Some(x), Some(y)) if Arc::ptr_eq(x, y) => {}
+            (Some(x), Some(y)) => {
+                if reason(x) != reason(y) {
+                    return true;
+                }
+            }
+            (Some(only), None) | (None, Some(only)) => {
+                if reason(only).is_some() {
+                    return true;
+                }
+            }
+            (None, None) => return false,
+        }
+    }
+}
+
 /// The watches on the roots. Each root is watched recursively at the directory it resolves to
 /// now, and the directory holding a root that is a symlink or does not exist yet, and the one
 /// holding each symlink the root passes through, are watched too, so a flip of a link (git-sync)
@@ -550,9 +783,63 @@ fn report_left_out(previous: &Snapshot, published: &Snapshot) {
 /// A refresh moves the watches when a root resolves elsewhere or was replaced by another directory.
 struct RootWatcher {
     watcher: RecommendedWatcher,
-    roots: Vec<PathBuf>,
-    /// What is watched now.
+    /// Each root and the index of its source.
+    roots: Vec<(usize, PathBuf)>,
+    /// What is watched now (a recursive watch that met the limit on watches included).
     watched: Vec<WatchedDir>,
+    /// Recursive watches that met the kernel's limit on watches: the folders they did not reach,
+    /// and when to try placing them again.
+    partial: Vec<PartialWatch>,
+}
+
+/// A recursive watch some of whose folders could not be watched.
+struct PartialWatch {
+    watch: WatchedDir,
+    retry_at: Instant,
+    /// The gap as measured when it was found.
+    gap: WatchGap,
+}
+
+/// Folders that could not be watched because the kernel's limit on inotify watches was reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WatchGap {
+    /// The sources with a folder left unwatched.
+    sources: Vec<usize>,
+    /// The limit in force: `fs.inotify.max_user_watches`, or a user namespace's lower limit.
+    limit: Option<u64>,
+    /// Folders beneath the roots whose watches met the limit: each needs a watch.
+    folders: u64,
+}
+
+impl WatchGap {
+    /// A limit that leaves this tree's folders room next to the watches counted now.
+    fn suggested_limit(&self) -> u64 {
+        (self.limit.unwrap_or(8_192) + self.folders).next_power_of_two()
+    }
+
+    fn merge(&mut self, other: &WatchGap) {
+        for source in &other.sources {
+            if !self.sources.contains(source) {
+                self.sources.push(*source);
+            }
+        }
+        self.sources.sort_unstable();
+        self.limit = self.limit.or(other.limit);
+        self.folders += other.folders;
+    }
+
+    /// The catalog diagnostic of each source with an unwatched folder.
+    fn diagnostics(&self, period: Duration) -> impl Iterator<Item = SourcedDiagnostic> + '_ {
+        let limit = self.limit.map_or_else(|| "its".to_owned(), |limit| limit.to_string());
+        let message = format!(
+            "file watch incomplete: the kernel's limit of {limit} inotify watches is reached ({} folders to \
+             watch); changes are seen by rescans every {} s; raise it with sysctl fs.inotify.max_user_watches={}",
+            self.folders,
+            period.as_secs_f64(),
+            self.suggested_limit()
+        );
+        self.sources.iter().map(move |&source| SourcedDiagnostic { source, message: message.clone() })
+    }
 }
 
 /// One watched directory.
@@ -566,22 +853,27 @@ struct WatchedDir {
     /// The directory's device and inode when it was watched: a directory replaced under the same
     /// path (moved away and another moved in) must be watched again, since inotify watches inodes.
     identity: Option<(u64, u64)>,
+    /// The source whose root this is.
+    source: usize,
 }
 
 impl WatchedDir {
-    fn new(path: PathBuf, mode: RecursiveMode) -> Self {
+    fn new(path: PathBuf, mode: RecursiveMode, source: usize) -> Self {
         use std::os::unix::fs::MetadataExt as _;
         let identity = std::fs::metadata(&path).ok().map(|metadata| (metadata.dev(), metadata.ino()));
-        WatchedDir { path, mode, identity }
+        WatchedDir { path, mode, identity, source }
     }
 }
 
 impl RootWatcher {
-    /// Moves the watches; whether every wanted directory is now watched.
-    fn refresh(&mut self, metrics: &Metrics) -> bool {
+    /// Moves the watches, and places again those that met the limit on watches (when their retry
+    /// is due, or at once after a queue overflow: `rewatch`). `unwatched` are folders made since
+    /// the last refresh that the watcher could not watch. Gives whether every wanted directory is
+    /// watched now, and what is not.
+    fn refresh(&mut self, metrics: &Metrics, unwatched: &[PathBuf], rewatch: bool) -> (bool, Option<WatchGap>) {
         let mut recursive: Vec<WatchedDir> = Vec::new();
         let mut parents: Vec<WatchedDir> = Vec::new();
-        for root in &self.roots {
+        for (source, root) in &self.roots {
             let resolved = std::fs::canonicalize(root).ok();
             if resolved.as_deref() != Some(root.as_path()) {
                 // A symlinked (or missing) root: watch the directory holding the link as well,
@@ -589,11 +881,11 @@ impl RootWatcher {
                 // `/git/current`).
                 let links = root.ancestors().skip(1).filter(|ancestor| ancestor.is_symlink());
                 for holder in std::iter::once(root.as_path()).chain(links).filter_map(Path::parent) {
-                    parents.push(WatchedDir::new(holder.to_path_buf(), RecursiveMode::NonRecursive));
+                    parents.push(WatchedDir::new(holder.to_path_buf(), RecursiveMode::NonRecursive, *source));
                 }
             }
             if let Some(resolved) = resolved {
-                recursive.push(WatchedDir::new(resolved, RecursiveMode::Recursive));
+                recursive.push(WatchedDir::new(resolved, RecursiveMode::Recursive, *source));
             }
         }
         // A folder inside a recursively watched tree is already watched; watching it again
@@ -610,21 +902,115 @@ impl RootWatcher {
             // May fail harmlessly: notify drops the watches of a deleted directory by itself.
             let _ = self.watcher.unwatch(&watch.path);
             self.watched.retain(|watched| *watched != watch);
+            self.partial.retain(|partial| partial.watch != watch);
         }
+        // Folders made while running that met the limit: their tree's watch is partial now.
+        for path in unwatched {
+            let Some(tree) = self
+                .watched
+                .iter()
+                .find(|watch| watch.mode == RecursiveMode::Recursive && path.starts_with(&watch.path))
+            else {
+                continue;
+            };
+            if !self.partial.iter().any(|partial| partial.watch == *tree) {
+                let gap = measure_gap(tree);
+                self.partial.push(PartialWatch { watch: tree.clone(), retry_at: Instant::now() + WATCH_RETRY, gap });
+            }
+        }
+        let now = Instant::now();
         let mut complete = true;
         for watch in wanted {
-            if self.watched.contains(&watch) {
+            let due =
+                self.partial.iter().position(|partial| partial.watch == watch && (rewatch || partial.retry_at <= now));
+            if let Some(due) = due {
+                self.partial.remove(due);
+            } else if self.watched.contains(&watch) {
+                if rewatch && watch.mode == RecursiveMode::Recursive {
+                    // After an overflow: notify adds the folders it missed (the others are
+                    // already watched and stay so).
+                    self.place(&watch, metrics);
+                }
                 continue;
             }
-            match self.watcher.watch(Path::new(&watch.path), watch.mode) {
-                Ok(()) => self.watched.push(watch),
-                Err(error) => {
-                    complete = false;
-                    metrics.watcher_error();
-                    tracing::warn!(path = %watch.path.display(), %error, "cannot watch; relying on periodic rescans");
-                }
+            if !self.place(&watch, metrics) {
+                complete = false;
             }
         }
-        complete
+        let mut gap: Option<WatchGap> = None;
+        for partial in &self.partial {
+            complete = false;
+            match &mut gap {
+                Some(gap) => gap.merge(&partial.gap),
+                None => gap = Some(partial.gap.clone()),
+            }
+        }
+        (complete, gap)
     }
+
+    /// Places one watch; whether the directory (and, for a recursive one, every folder beneath)
+    /// is watched now. A recursive watch that met the kernel's limit stays in place as far as it
+    /// reached and is tried again later.
+    fn place(&mut self, watch: &WatchedDir, metrics: &Metrics) -> bool {
+        match self.watcher.watch(Path::new(&watch.path), watch.mode) {
+            Ok(()) => {
+                if !self.watched.contains(watch) {
+                    self.watched.push(watch.clone());
+                }
+                true
+            }
+            Err(error) if matches!(error.kind, notify::ErrorKind::MaxFilesWatch) => {
+                metrics.watcher_error();
+                metrics.watch_limit_reached();
+                if !self.watched.contains(watch) {
+                    self.watched.push(watch.clone());
+                }
+                let gap = measure_gap(watch);
+                self.partial.push(PartialWatch { watch: watch.clone(), retry_at: Instant::now() + WATCH_RETRY, gap });
+                false
+            }
+            Err(error) => {
+                metrics.watcher_error();
+                tracing::warn!(path = %watch.path.display(), %error, "cannot watch; relying on periodic rescans");
+                false
+            }
+        }
+    }
+}
+
+/// The gap a recursive watch that met the limit leaves: the limit, and the folders it wants.
+fn measure_gap(watch: &WatchedDir) -> WatchGap {
+    // `/proc/sys/user/max_inotify_watches` is the limit of this user namespace; in the initial
+    // one it is `fs.inotify.max_user_watches`. The lower one applies.
+    let limit = ["/proc/sys/fs/inotify/max_user_watches", "/proc/sys/user/max_inotify_watches"]
+        .into_iter()
+        .filter_map(read_limit)
+        .min();
+    WatchGap { sources: vec![watch.source], limit, folders: count_folders(&watch.path) }
+}
+
+/// A number in a `/proc/sys` file.
+fn read_limit(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The folders in the tree at `root`, itself included, without following symlinks: what a
+/// recursive watch of it needs, one watch each.
+fn count_folders(root: &Path) -> u64 {
+    let mut count = 0;
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        count += 1;
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                pending.push(entry.path());
+            }
+        }
+    }
+    count
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -180,7 +180,9 @@ pub struct CatalogBody<'a> {
     pub error: Option<&'a CatalogFailure>,
 }
 
-/// The body of `GET /skills` without its `etag` field: what the tag is the hash of.
+/// The body of `GET /skills` without its `etag` field: what the tag is the hash of. (Made by
+/// splicing prepared entries; this serialization is what the splice must equal.)
+#[cfg(test)]
 #[derive(Serialize)]
 struct Untagged<'a> {
     skills: Entries<'a>,
@@ -191,23 +193,43 @@ struct Untagged<'a> {
 }
 
 /// The entries of the catalog's skills, serialized in place.
+#[cfg(test)]
 struct Entries<'a>(&'a [Arc<CatalogSkill>]);
 
+#[cfg(test)]
 impl Serialize for Entries<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.0.iter().map(|skill| &skill.entry))
     }
 }
 
-/// `GET /skills`, tagged with the hash of its content.
+/// `GET /skills`, tagged with the hash of its content. The skills' entries are not serialized
+/// again: each skill's prepared `GET /skills/{name}` body is exactly its entry, and is reused as
+/// is (a catalog of 100,000 skills changes by a few entries, not by 100,000).
 fn listing(
     skills: &[Arc<CatalogSkill>],
     shadowed: &[ShadowedEntry],
     diagnostics: &[DiagnosticEntry],
     error: Option<&CatalogFailure>,
 ) -> PreparedBody {
-    let untagged = serde_json::to_vec(&Untagged { skills: Entries(skills), shadowed, diagnostics, error })
-        .expect("catalogs serialize");
+    let entries: usize = skills.iter().map(|skill| skill.body.bytes.len() + 1).sum();
+    let mut untagged = Vec::with_capacity(entries + 64 + 256 * (shadowed.len() + diagnostics.len()));
+    untagged.extend_from_slice(b"{\"skills\":[");
+    for (index, skill) in skills.iter().enumerate() {
+        if index > 0 {
+            untagged.push(b',');
+        }
+        untagged.extend_from_slice(&skill.body.bytes);
+    }
+    untagged.extend_from_slice(b"],\"shadowed\":");
+    serde_json::to_writer(&mut untagged, shadowed).expect("entries serialize");
+    untagged.extend_from_slice(b",\"diagnostics\":");
+    serde_json::to_writer(&mut untagged, diagnostics).expect("entries serialize");
+    if let Some(error) = error {
+        untagged.extend_from_slice(b",\"error\":");
+        serde_json::to_writer(&mut untagged, error).expect("failures serialize");
+    }
+    untagged.push(b'}');
     let etag = ETag::of(&[&untagged]);
     PreparedBody::new(tagged(&untagged, &etag), etag)
 }
@@ -309,14 +331,20 @@ impl Catalog {
         labels: &[String],
     ) -> Option<Self> {
         let label = |source: usize| labels.get(source).cloned().unwrap_or_default();
+        // Both in name order: one pass over the two.
+        let mut known_skills = previous.map(|previous| previous.skills.iter().peekable());
         let skills: Vec<Arc<CatalogSkill>> = discovery
             .skills
             .iter()
             .map(|sourced| {
                 let (skill, version) = (&sourced.skill, &sourced.version);
+                let known = known_skills.as_mut().and_then(|known| {
+                    while known.next_if(|known| known.skill.name() < skill.name()).is_some() {}
+                    known.next_if(|known| known.skill.name() == skill.name())
+                });
                 // The same descriptor and content from the same source: the same answers (the
                 // tag is a function of them, so it is not even hashed again).
-                if let Some(known) = previous.and_then(|previous| previous.get(skill.name()))
+                if let Some(known) = known
                     && known.version == *version
                     && known.source == sourced.source
                     && known.skill == *skill
@@ -478,29 +506,33 @@ mod tests {
 
     #[test]
     fn the_spliced_listing_is_the_serialized_catalog_body() {
-        let skill = Skill::new("alpha", "Say \"hi\" <now>", "/srv/alpha/SKILL.md").unwrap();
-        let entry = SkillEntry {
-            name: skill.name().clone(),
-            description: skill.description().to_owned(),
-            location: skill.location().to_owned(),
-            source: "/srv".to_owned(),
-            etag: skill_etag("/srv", &skill, None, None),
+        let catalog_skill = |name: &str, description: &str| {
+            let skill = Skill::new(name, description, format!("/srv/{name}/SKILL.md")).unwrap();
+            let entry = SkillEntry {
+                name: skill.name().clone(),
+                description: skill.description().to_owned(),
+                location: skill.location().to_owned(),
+                source: "/srv".to_owned(),
+                etag: skill_etag("/srv", &skill, None, None),
+            };
+            let body = PreparedBody::new(serde_json::to_vec(&entry).unwrap(), entry.etag.clone());
+            Arc::new(CatalogSkill {
+                skill,
+                source: 0,
+                version: None,
+                files: None,
+                entry,
+                body,
+                views: SkillViews::default(),
+            })
         };
-        let body = PreparedBody::new(Vec::new(), entry.etag.clone());
-        let skills = [Arc::new(CatalogSkill {
-            skill,
-            source: 0,
-            version: None,
-            files: None,
-            entry: entry.clone(),
-            body,
-            views: SkillViews::default(),
-        })];
+        let skills = [catalog_skill("alpha", "Say \"hi\" <now>"), catalog_skill("beta", "Tab\there \u{2028}")];
+        let entry = skills[0].entry.clone();
         let shadowed = [ShadowedEntry { name: entry.name.clone(), location: "/b".into(), source: "b".into() }];
         let diagnostics = [DiagnosticEntry { source: "/srv".into(), message: "x: \u{2028} bad".into() }];
         let failure =
             CatalogFailure { source: "/srv".into(), message: "m".into(), since: "2026-12-01T00:00:00Z".into() };
-        let entries = [entry];
+        let entries = [entry, skills[1].entry.clone()];
         for error in [None, Some(&failure)] {
             let listing = listing(&skills, &shadowed, &diagnostics, error);
             let expected = serde_json::to_vec(&CatalogBody {

@@ -579,3 +579,112 @@ async fn a_burst_of_writes_costs_few_rescans() {
     assert!(catalog["diagnostics"].as_array().unwrap().is_empty());
     app.shutdown().await.expect("clean shutdown");
 }
+
+/// The inodes `pid`'s inotify instances watch, from `/proc/PID/fdinfo` (`inotify wd:1 ino:1f ...`,
+/// the inode in hex).
+fn watched_inodes(pid: u32) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fdinfo")).expect("fdinfo").flatten() {
+        let Ok(info) = std::fs::read_to_string(entry.path()) else { continue };
+        for line in info.lines().filter(|line| line.starts_with("inotify ")) {
+            let inode = line.split_whitespace().find_map(|field| field.strip_prefix("ino:")).expect("an inode");
+            inodes.push(u64::from_str_radix(inode, 16).expect("a hex inode"));
+        }
+    }
+    inodes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tree_larger_than_the_watch_limit_is_said_and_rescanned() {
+    use std::os::unix::fs::MetadataExt as _;
+
+    use crate::support::process::ServeProcess;
+
+    // 40 skills with a `references/` folder each: 81 folders, against a limit of 20 watches.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("skills");
+    for index in 0..40 {
+        let folder = root.join(format!("skill-{index:02}"));
+        write_skill(&folder, &skill_md(None, "Before.", "body"));
+        std::fs::create_dir_all(folder.join("references")).expect("references");
+    }
+    let root_text = root.to_str().expect("UTF-8");
+    let args = ["serve", "--no-builtin", "--dir", root_text, "--rescan-interval", "0"];
+    let server =
+        ServeProcess::start_with_watch_limit(20, &args, &[("SKILLCAT_LISTEN", "127.0.0.1:0")], "info,notify=off");
+    server.ready().await;
+
+    // Said once, with the numbers and the fix.
+    let log = server.log();
+    let warnings: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|entry| entry["message"].as_str().is_some_and(|message| message.contains("max_user_watches")))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning; log:\n{log}");
+    let warning = &warnings[0];
+    assert_eq!(warning["limit"], "20", "{warning}");
+    assert_eq!(warning["folders"], 81, "{warning}");
+    assert_eq!(warning["rescan_every_seconds"], 10.0, "{warning}");
+    assert_eq!(warning["fix"], "sysctl fs.inotify.max_user_watches=128", "{warning}");
+    // In the metrics and the catalog.
+    let metrics = reqwest::get(server.url("/metrics")).await.expect("metrics").text().await.expect("text");
+    assert!(metrics.contains("\nskillcat_watch_incomplete 1\n"), "{metrics}");
+    let limit_reached = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("skillcat_watch_limit_reached_total "))
+        .and_then(|count| count.parse::<u64>().ok());
+    assert!(limit_reached.is_some_and(|count| count >= 1), "{metrics}");
+    let catalog: Value = reqwest::get(server.url("/skills")).await.expect("skills").json().await.expect("json");
+    assert_eq!(names(&catalog).len(), 40);
+    let diagnostics = catalog["diagnostics"].as_array().expect("diagnostics");
+    assert_eq!(diagnostics.len(), 1, "{catalog}");
+    assert_eq!(diagnostics[0]["source"], root_text);
+    let message = diagnostics[0]["message"].as_str().expect("a message");
+    assert!(message.starts_with("file watch incomplete: the kernel's limit of 20 inotify watches"), "{message}");
+    assert!(message.contains("rescans every 10 s"), "{message}");
+
+    // A change in a folder the kernel does not watch is still seen, by the periodic rescan that
+    // runs although `--rescan-interval` is 0.
+    let watched = watched_inodes(server.pid());
+    assert_eq!(watched.len(), 20, "every watch the limit allows is placed");
+    let unwatched = (0..40)
+        .map(|index| root.join(format!("skill-{index:02}")))
+        .find(|folder| !watched.contains(&std::fs::metadata(folder).expect("a folder").ino()))
+        .expect("a skill folder without a watch");
+    let name = unwatched.file_name().and_then(|name| name.to_str()).expect("a name").to_owned();
+    // Rewritten in place: the only event would be in that folder, which nothing watches.
+    std::fs::write(unwatched.join("SKILL.md"), skill_md(None, "After.", "body")).expect("rewrite");
+    let deadline = std::time::Instant::now() + Duration::from_secs(25);
+    loop {
+        let catalog: Value = reqwest::get(server.url("/skills")).await.expect("skills").json().await.expect("json");
+        if field(&catalog, &name, "description") == "After." {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the change to {name} stayed invisible");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, log) = server.terminate();
+    assert!(status.success(), "{status}; log:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_are_rescanned_alone_and_the_periodic_full_walk_agrees() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("skills");
+    write_skill(&root.join("alpha"), &skill_md(None, "Present at start.", "a"));
+    let live = LiveOptions { rescan_interval: Some(Duration::from_millis(300)), watch: true };
+    let app = sources(&root, live).await;
+    let series = |kind: &str| format!("skillcat_directory_scans_total{{kind=\"{kind}\"}}");
+    for index in 0..6 {
+        let name = format!("added-{index}");
+        write_skill(&root.join(&name), &skill_md(None, "Added.", "b"));
+        app.wait_for_catalog(|catalog| names(catalog).contains(&name.as_str())).await;
+    }
+    assert!(app.metric(&series("incremental")).await >= 3, "changes are rescanned from the picture");
+    // Periodic full walks, each checked against a rescan from the picture.
+    let full = app.metric(&series("full")).await;
+    eventually("periodic full walks", || async { app.metric(&series("full")).await >= full + 4 }).await;
+    assert_eq!(app.metric("skillcat_rescan_disagreements_total").await, 0);
+    app.shutdown().await.expect("clean shutdown");
+}

@@ -7,6 +7,7 @@
 
 mod api;
 mod auth;
+mod churn;
 mod cli;
 mod client;
 mod conformance;

@@ -21,7 +21,7 @@ use skillcat_core::{
 use crate::support::conformance::{conformance_dir, describe_difference, evaluate};
 use crate::support::nagents;
 
-fn run_reference(python: &PathBuf, mode: &str, input: &Value) -> Value {
+pub(crate) fn run_reference(python: &PathBuf, mode: &str, input: &Value) -> Value {
     let script = conformance_dir().join("nagents_reference.py");
     let mut child = Command::new(python)
         .arg(script)

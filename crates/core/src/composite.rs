@@ -64,13 +64,39 @@ impl CompositeSkillDiscoverer {
 
     /// Scans every source in order, keeping who owns each skill and what it shadows.
     pub async fn scan_sources(&self) -> Result<CompositeDiscovery, SourceError> {
+        let mut scans = Vec::with_capacity(self.sources.len());
+        for discoverer in &self.sources {
+            let scan = discoverer.scan().await;
+            let failed = scan.is_err();
+            scans.push(scan);
+            if failed {
+                break;
+            }
+        }
+        self.compose(scans)
+    }
+
+    /// The composite of one scan of each source, in order, made by the caller (for example a
+    /// directory source's rescan of what changed), exactly as [`scan_sources`](Self::scan_sources)
+    /// composes its own; it becomes the catalog loads are checked against. Fails with the first
+    /// failed scan; sources after it need no scan.
+    pub fn compose(
+        &self,
+        scans: impl IntoIterator<Item = Result<Discovery, SkillError>>,
+    ) -> Result<CompositeDiscovery, SourceError> {
         let mut owners: Vec<SourcedSkill> = Vec::new();
         let mut shadowed = Vec::new();
         let mut diagnostics = Vec::new();
-        for (source, discoverer) in self.sources.iter().enumerate() {
+        let mut scans = scans.into_iter();
+        for source in 0..self.sources.len() {
             let failed = |error| SourceError { index: source, error };
-            let Discovery { skills, versions, files, diagnostics: skipped } =
-                discoverer.scan().await.map_err(failed)?;
+            let scan = scans.next().unwrap_or_else(|| {
+                Err(SkillError::Io {
+                    context: "no scan of this source".to_owned(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                })
+            });
+            let Discovery { skills, versions, files, diagnostics: skipped } = scan.map_err(failed)?;
             diagnostics.extend(skipped.into_iter().map(|message| SourcedDiagnostic { source, message }));
             let versions = versions.into_iter().map(Some).chain(std::iter::repeat(None));
             let files = files.into_iter().map(Some).chain(std::iter::repeat_with(|| None));

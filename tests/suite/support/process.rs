@@ -20,8 +20,30 @@ impl ServeProcess {
     /// environment; returns once it logs the address it serves on.
     pub fn start(args: &[&str], env: &[(&str, &str)], rust_log: &str) -> ServeProcess {
         let mut command = Command::new(env!("CARGO_BIN_EXE_skillcat"));
+        command.args(args);
+        Self::spawn(command, env, rust_log)
+    }
+
+    /// As [`start`](Self::start), in a user namespace of its own whose limit on inotify watches
+    /// is `watches`: the kernel refuses its watches beyond that, exactly as at
+    /// `fs.inotify.max_user_watches`, without touching the limit of any other process (the
+    /// namespace's limit applies on top of the machine's, to this process alone).
+    pub fn start_with_watch_limit(watches: u64, args: &[&str], env: &[(&str, &str)], rust_log: &str) -> ServeProcess {
+        let mut command = Command::new("/usr/bin/unshare");
         command
-            .args(args)
+            .args(["--user", "--map-root-user", "/bin/sh", "-c"])
+            .arg(format!("echo {watches} > /proc/sys/user/max_inotify_watches && exec \"$0\" \"$@\""));
+        command.arg(env!("CARGO_BIN_EXE_skillcat")).args(args);
+        Self::spawn(command, env, rust_log)
+    }
+
+    /// The process id (that of `skillcat` itself, which replaces any wrapper).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn spawn(mut command: Command, env: &[(&str, &str)], rust_log: &str) -> ServeProcess {
+        command
             .env_clear()
             .env("SKILLCAT_LOG_FORMAT", "json")
             .env("RUST_LOG", rust_log)

@@ -20,7 +20,7 @@ const FILE_FLAGS: OFlags =
     OFlags::RDONLY.union(OFlags::NOFOLLOW).union(OFlags::NONBLOCK).union(OFlags::NOCTTY).union(OFlags::CLOEXEC);
 
 /// A system call that failed: its error, and nagents' message for it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct OsFailure {
     pub errno: Errno,
     pub message: String,

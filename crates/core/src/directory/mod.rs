@@ -7,7 +7,8 @@ mod walk;
 
 use std::ffi::OsStr;
 use std::num::NonZeroUsize;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -17,7 +18,7 @@ use self::files::{Hashes, Listed, Lister};
 pub use self::guarded::MAX_FILE_BYTES;
 use self::guarded::OpenFileError;
 pub use self::path::AbsoluteRoot;
-use self::walk::Found;
+use self::walk::{Found, Picture};
 use crate::discover::{Discovery, SkillDiscoverer, SkillError, sorted_catalog};
 use crate::files::{FileListing, FilesUnavailable, SkillFilePath};
 use crate::metadata::parse_skill_metadata;
@@ -63,6 +64,20 @@ struct Inner {
     files_hashed: AtomicU64,
     /// How long ago a file must have changed for its digest to be trusted at the next scan.
     settle_seconds: i64,
+    /// What the last scan saw of the folders, for a rescan of only what changed (`None` until a
+    /// scan succeeds, and after one that could not see everything).
+    picture: Mutex<Option<Seen>>,
+    /// Paths changed since the file listings of `catalog` were made, by rescans that failed (a
+    /// name listed twice): the next rescan lists the files beneath them again.
+    unlisted: Mutex<Vec<Vec<u8>>>,
+}
+
+/// The folders a scan saw, and where each root resolved to then (the paths a file watcher
+/// reports changes under).
+#[derive(Debug)]
+struct Seen {
+    picture: Picture,
+    resolved: Vec<Option<PathBuf>>,
 }
 
 impl DirectorySkillDiscoverer {
@@ -97,6 +112,8 @@ impl DirectorySkillDiscoverer {
             hashes: Mutex::default(),
             files_hashed: AtomicU64::new(0),
             settle_seconds: files::SETTLE_SECONDS,
+            picture: Mutex::default(),
+            unlisted: Mutex::default(),
         };
         DirectorySkillDiscoverer { inner: Arc::new(inner) }
     }
@@ -116,19 +133,120 @@ impl DirectorySkillDiscoverer {
     /// Scans synchronously on the calling thread (the async methods run this off the executor).
     pub fn scan_blocking(&self) -> Result<Discovery, SkillError> {
         let config = &self.inner;
+        *lock(&config.picture) = None;
         let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth);
+        self.conclude(outcome, None)
+    }
+
+    /// Scans again after changes at `changed`, absolute paths as a file watcher reports them
+    /// (beneath the folders the roots resolved to at the last scan), listing from disk only the
+    /// folders a change may have touched and the files of the skills whose folders it did: the
+    /// rest is taken from what the last scan saw. The outcome is exactly a full scan's as long as
+    /// `changed` names every change since the last scan. `None` when only a full scan can tell:
+    /// there was no successful scan before, a change touched a root itself, a root resolves to
+    /// another folder now, or the tree changed under this scan; call
+    /// [`scan_blocking`](Self::scan_blocking) then.
+    pub fn rescan_blocking(&self, changed: &[PathBuf]) -> Option<Result<Discovery, SkillError>> {
+        let config = &self.inner;
+        let Seen { mut picture, resolved } = lock(&config.picture).take()?;
+        let mut touched: Vec<Vec<u8>> = Vec::new();
+        for path in changed {
+            for (root, resolved) in config.roots.iter().zip(&resolved) {
+                let Some(resolved) = resolved else { continue };
+                let Ok(rest) = path.strip_prefix(resolved) else { continue };
+                if rest.as_os_str().is_empty() {
+                    return None;
+                }
+                let lexical = path::join(root.as_bytes(), rest.as_os_str().as_encoded_bytes());
+                picture.forget(&lexical);
+                touched.push(lexical);
+            }
+        }
+        let outcome = walk::scan_from(&config.roots, config.max_entries, config.max_depth, picture);
+        if outcome.lost {
+            return None;
+        }
+        Some(self.conclude(outcome, Some(&touched)))
+    }
+
+    /// Whether `path` lies beneath a root as the last scan resolved it (a change there can be
+    /// given to [`rescan_blocking`](Self::rescan_blocking)); `false` before a successful scan.
+    pub fn covers(&self, path: &std::path::Path) -> bool {
+        lock(&self.inner.picture).as_ref().is_some_and(|seen| {
+            seen.resolved.iter().flatten().any(|resolved| path.starts_with(resolved) && path != resolved)
+        })
+    }
+
+    /// Folders the last scan saw and keeps for the next rescan.
+    pub fn folders_seen(&self) -> usize {
+        lock(&self.inner.picture).as_ref().map_or(0, |seen| seen.picture.len())
+    }
+
+    /// The discovery of a walk's outcome. `touched`: for a rescan, the paths whose changes it
+    /// covers (lexical, beneath the roots); the files of skills whose folders hold none of them
+    /// are taken from the last scan.
+    fn conclude(&self, mut outcome: walk::Outcome, touched: Option<&[Vec<u8>]>) -> Result<Discovery, SkillError> {
         // Out of descriptors or memory, the walk learns nothing about the files: the scan fails
         // rather than report folders as empty (where nagents would list a diagnostic).
         if let Some((path, source)) = outcome.exhausted {
             return Err(SkillError::Io { context: format!("the scan stopped at {path}"), source });
         }
-        let found = sorted_catalog(outcome.found, |found| &found.skill)?;
-        let files = self.list_files(&found, &outcome.roots)?;
+        let resolved = outcome
+            .roots
+            .iter()
+            .map(|fd| fd.as_ref().and_then(|fd| std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()))
+            .collect();
+        let picture = std::mem::take(&mut outcome.picture);
+        *lock(&self.inner.picture) = Some(Seen { picture, resolved });
+        // The listings to reuse are those of the last scan that succeeded: what changed since
+        // includes what rescans that failed meanwhile saw (after a full walk that failed, all).
+        let mut unlisted = std::mem::take(&mut *lock(&self.inner.unlisted));
+        match touched {
+            Some(touched) => unlisted.extend_from_slice(touched),
+            None => unlisted = self.inner.roots.iter().map(|root| root.as_bytes().to_vec()).collect(),
+        }
+        let found = match sorted_catalog(outcome.found, |found| &found.skill) {
+            Ok(found) => found,
+            Err(error) => {
+                *lock(&self.inner.unlisted) = unlisted;
+                return Err(error);
+            }
+        };
+        let touched = touched.map(|_| unlisted.as_slice());
+        let previous = Arc::clone(&lock(&self.inner.catalog));
+        let reused: Vec<Option<Arc<FileListing>>> = match touched {
+            None => vec![None; found.len()],
+            Some(touched) => {
+                // Both in name order: one pass over the two.
+                let mut known = previous.found.iter().zip(&previous.files).peekable();
+                found
+                    .iter()
+                    .map(|found| {
+                        while known.next_if(|(known, _)| known.skill.name() < found.skill.name()).is_some() {}
+                        let (known, files) = known.next_if(|(known, _)| known.skill.name() == found.skill.name())?;
+                        let folder = found.skill.location().as_bytes();
+                        let folder = &folder[..folder.len() - "/SKILL.md".len()];
+                        let within = |inner: &[u8], outer: &[u8]| {
+                            inner.starts_with(outer) && (inner.len() == outer.len() || inner[outer.len()] == b'/')
+                        };
+                        let untouched = !touched.iter().any(|path| within(path, folder) || within(folder, path));
+                        (known.skill == found.skill && known.root == found.root && untouched).then(|| Arc::clone(files))
+                    })
+                    .collect()
+            }
+        };
+        let files = match self.list_files(&found, &outcome.roots, &reused, touched.is_some()) {
+            Ok(files) => files,
+            Err(error) => {
+                *lock(&self.inner.unlisted) = unlisted;
+                return Err(error);
+            }
+        };
         let catalog = Catalog { found, files };
         let skills = catalog.found.iter().map(|found| found.skill.clone()).collect();
         let versions = catalog.found.iter().map(|found| found.version).collect();
         let files = catalog.files.clone();
-        *self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(catalog);
+        *lock(&self.inner.catalog) = Arc::new(catalog);
         Ok(Discovery { skills, versions, files, diagnostics: outcome.diagnostics })
     }
 
@@ -219,12 +337,29 @@ impl DirectorySkillDiscoverer {
     /// Lists the files of every skill of a scan (`found` in name order), from the roots as the
     /// walk opened them, on a few threads. A nested skill's listing is cut from its enclosing
     /// skill's when that one is complete and entered its folder, so no folder is walked twice.
-    fn list_files(&self, found: &[Found], roots: &[Option<Arc<OwnedFd>>]) -> Result<Vec<Arc<FileListing>>, SkillError> {
-        let previous = Arc::clone(&self.inner.hashes.lock().unwrap_or_else(PoisonError::into_inner));
-        let folders: Vec<Vec<&[u8]>> =
-            found.iter().map(|found| folders_below(&self.inner.roots[found.root], found.skill.location())).collect();
+    /// `reused[i]`: the listing of `found[i]` known to be current (it is not listed again).
+    /// `partial`: the digests of files not listed now are kept for later scans (a rescan of a
+    /// few skills); otherwise only those of the files listed now are.
+    fn list_files(
+        &self,
+        found: &[Found],
+        roots: &[Option<Arc<OwnedFd>>],
+        reused: &[Option<Arc<FileListing>>],
+        partial: bool,
+    ) -> Result<Vec<Arc<FileListing>>, SkillError> {
+        // Taken out while listing, so that a partial pass can add to it without a copy.
+        let previous = std::mem::take(&mut *lock(&self.inner.hashes));
+        // Only for the skills listed now (none is asked of a reused one).
+        let folders: Vec<Vec<&[u8]>> = found
+            .iter()
+            .zip(reused)
+            .map(|(found, reused)| match reused {
+                Some(_) => Vec::new(),
+                None => folders_below(&self.inner.roots[found.root], found.skill.location()),
+            })
+            .collect();
         // Enclosing folders before the folders inside them.
-        let mut order: Vec<usize> = (0..found.len()).collect();
+        let mut order: Vec<usize> = (0..found.len()).filter(|&index| reused[index].is_none()).collect();
         order.sort_unstable_by(|&a, &b| (found[a].root, &folders[a]).cmp(&(found[b].root, &folders[b])));
         // Consecutive runs of that order, one per thread: a nested skill whose enclosing skill
         // fell in another run is walked on its own, to the same listing.
@@ -252,8 +387,12 @@ impl DirectorySkillDiscoverer {
                 .chain(helpers.into_iter().map(|helper| helper.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
                 .collect()
         });
-        let mut listings = vec![None; found.len()];
-        let mut hashes = Hashes::default();
+        let mut listings = reused.to_vec();
+        let mut hashes = if partial {
+            Arc::try_unwrap(previous).unwrap_or_else(|shared| (*shared).clone())
+        } else {
+            Hashes::default()
+        };
         for run in results {
             let Run { listings: listed, hashes: seen, hashed } = run?;
             for (index, listing) in listed {
@@ -264,7 +403,7 @@ impl DirectorySkillDiscoverer {
             larger.extend(smaller);
             hashes = larger;
         }
-        *self.inner.hashes.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(hashes);
+        *lock(&self.inner.hashes) = Arc::new(hashes);
         Ok(listings.into_iter().map(|listing| listing.expect("every skill is listed")).collect())
     }
 
@@ -406,6 +545,10 @@ impl SkillDiscoverer for DirectorySkillDiscoverer {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     match tokio::task::spawn_blocking(work).await {
         Ok(value) => value,
@@ -467,5 +610,159 @@ mod tests {
         let error = discoverer.scan_blocking().expect_err("out of descriptors");
         assert!(matches!(&error, SkillError::Io { source, .. } if source.raw_os_error() == Some(24)), "{error}");
         assert!(error.to_string().starts_with("the scan stopped at "), "{error}");
+    }
+
+    /// One change to a tree, by paths relative to the root (from a small set, so that changes
+    /// meet: a rename onto a folder that a later step writes into, a delete of a folder holding a
+    /// skill, a symlink where a folder was).
+    #[derive(Debug, Clone)]
+    enum Change {
+        Skill { folder: usize, name: usize, description: usize },
+        Invalid { folder: usize },
+        File { folder: usize, bytes: usize },
+        Folder { folder: usize },
+        Remove { folder: usize },
+        Rename { from: usize, to: usize },
+        Link { folder: usize, target: usize },
+    }
+
+    const FOLDERS: [&str; 9] = ["a", "b", "a/x", "a/y", "b/x", "a/x/deep", "c", "a/x/deep/er", "d/e"];
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        let folder = 0..FOLDERS.len();
+        prop_oneof![
+            4 => (folder.clone(), 0..4usize, 0..3usize)
+                .prop_map(|(folder, name, description)| Change::Skill { folder, name, description }),
+            1 => folder.clone().prop_map(|folder| Change::Invalid { folder }),
+            2 => (folder.clone(), 0..3usize).prop_map(|(folder, bytes)| Change::File { folder, bytes }),
+            2 => folder.clone().prop_map(|folder| Change::Folder { folder }),
+            2 => folder.clone().prop_map(|folder| Change::Remove { folder }),
+            2 => (folder.clone(), folder.clone()).prop_map(|(from, to)| Change::Rename { from, to }),
+            1 => (folder.clone(), folder).prop_map(|(folder, target)| Change::Link { folder, target }),
+        ]
+    }
+
+    /// Makes the folders of `relative` that are missing; gives the paths made, outermost first.
+    fn make_folders(root: &std::path::Path, relative: &str) -> Vec<PathBuf> {
+        let mut made = Vec::new();
+        let mut path = root.to_path_buf();
+        for part in relative.split('/') {
+            path.push(part);
+            if std::fs::symlink_metadata(&path).is_ok_and(|metadata| !metadata.is_dir()) {
+                std::fs::remove_file(&path).unwrap();
+                made.push(path.clone());
+            }
+            if std::fs::create_dir(&path).is_ok() {
+                made.push(path.clone());
+            }
+        }
+        made
+    }
+
+    /// `path` with its folder resolved (the path a watcher reports for the entry), if the folder
+    /// exists.
+    fn real(path: &std::path::Path) -> Option<PathBuf> {
+        Some(path.parent()?.canonicalize().ok()?.join(path.file_name()?))
+    }
+
+    /// Applies `change` under `root`; gives every path a file watcher would name for it.
+    fn apply(root: &std::path::Path, change: &Change) -> Vec<PathBuf> {
+        let at = |index: usize| root.join(FOLDERS[index]);
+        match *change {
+            Change::Skill { folder, name, description } => {
+                let mut paths = make_folders(root, FOLDERS[folder]);
+                let file = at(folder).join("SKILL.md");
+                let name = ["one", "two", "three", "four"][name];
+                std::fs::write(&file, format!("---\nname: {name}\ndescription: Version {description}.\n---\nBody\n"))
+                    .unwrap();
+                paths.push(file);
+                paths
+            }
+            Change::Invalid { folder } => {
+                let mut paths = make_folders(root, FOLDERS[folder]);
+                let file = at(folder).join("SKILL.md");
+                std::fs::write(&file, "---\nname: not a valid name!\n---\n").unwrap();
+                paths.push(file);
+                paths
+            }
+            Change::File { folder, bytes } => {
+                let mut paths = make_folders(root, &format!("{}/references", FOLDERS[folder]));
+                let file = at(folder).join("references/notes.md");
+                std::fs::write(&file, "x".repeat(bytes * 7)).unwrap();
+                paths.push(file);
+                paths
+            }
+            Change::Folder { folder } => make_folders(root, FOLDERS[folder]),
+            Change::Remove { folder } => {
+                // A watcher names the folder where it is, not where a symlinked path leads.
+                let Some(path) = real(&at(folder)) else { return Vec::new() };
+                match std::fs::symlink_metadata(&path) {
+                    Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
+                    Ok(_) => std::fs::remove_file(&path).unwrap(),
+                    Err(_) => return Vec::new(),
+                }
+                vec![path]
+            }
+            Change::Rename { from, to } => {
+                let (Some(from), Some(to)) = (real(&at(from)), real(&at(to))) else { return Vec::new() };
+                if to.starts_with(&from)
+                    || std::fs::symlink_metadata(&to).is_ok()
+                    || std::fs::rename(&from, &to).is_err()
+                {
+                    return Vec::new();
+                }
+                vec![from, to]
+            }
+            Change::Link { folder, target } => {
+                let path = at(folder);
+                let mut paths = make_folders(root, FOLDERS[folder]);
+                match std::fs::symlink_metadata(&path) {
+                    Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
+                    Ok(_) => std::fs::remove_file(&path).unwrap(),
+                    Err(_) => {}
+                }
+                std::os::unix::fs::symlink(at(target), &path).unwrap();
+                paths.push(path);
+                paths
+            }
+        }
+    }
+
+    /// A discovery as comparable text: skills, versions, files (with digests) and diagnostics,
+    /// or the error.
+    fn outcome(scan: Result<Discovery, SkillError>) -> String {
+        match scan {
+            Ok(discovery) => format!("{discovery:#?}"),
+            Err(error) => format!("error: {error}"),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+        /// After any sequence of changes, a rescan of only what the changes named gives exactly
+        /// what a full scan of the final tree gives, also where the entry or depth bound cuts the
+        /// walk (a change early in walk order moves the bound for everything after it).
+        #[test]
+        fn a_rescan_of_the_changes_equals_a_full_scan(
+            bursts in proptest::collection::vec(proptest::collection::vec(change(), 1..4), 1..8),
+            max_entries in proptest::sample::select(vec![5usize, 9, 14, 10_000]),
+            max_depth in proptest::sample::select(vec![1usize, 2, 16]),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap().join("root");
+            std::fs::create_dir(&root).unwrap();
+            let entries = NonZeroUsize::new(max_entries).unwrap();
+            let live = DirectorySkillDiscoverer::with_limits([&root], entries, max_depth).unwrap();
+            let _ = live.scan_blocking();
+            for burst in &bursts {
+                let changed: Vec<PathBuf> = burst.iter().flat_map(|change| apply(&root, change)).collect();
+                let rescanned = live.rescan_blocking(&changed);
+                proptest::prop_assert!(rescanned.is_some(), "a rescan of changes beneath the root needs no full walk");
+                let fresh = DirectorySkillDiscoverer::with_limits([&root], entries, max_depth).unwrap();
+                proptest::prop_assert_eq!(outcome(rescanned.unwrap()), outcome(fresh.scan_blocking()), "after {:?}", burst);
+            }
+        }
     }
 }

@@ -6,13 +6,20 @@
 //! a bounded window ahead of it. The walk then consumes those results in its own order, so the
 //! outcome is the same as a sequential walk's; work done for a folder the walk does not enter
 //! (a bound was reached) is discarded.
+//!
+//! A walk also leaves a [`Picture`]: every folder it listed, with its sorted entries and its
+//! `SKILL.md`'s parse result, without descriptors. A later walk can start from that picture,
+//! told which paths changed: it takes every other folder from memory and lists only the changed
+//! ones (and folders it has never seen) from disk. Its decisions are the same code as a full
+//! walk's, so the walk order, both bounds and every diagnostic come out exactly as a full walk
+//! of the same tree would give them.
 
 use std::borrow::Cow;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use rustix::fs::{AtFlags, FileType, RawDir};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::guarded::{self, OsFailure, SKILL_FILE};
 use super::path::{AbsoluteRoot, join, last_component};
@@ -55,7 +62,49 @@ pub(crate) struct Outcome {
     /// Each root's folder as this walk opened it, for listing the files of its skills from the
     /// same resolution of the root (`None` where the root could not be listed).
     pub roots: Vec<Option<Arc<OwnedFd>>>,
+    /// Every folder this walk listed or took from its starting picture.
+    pub picture: Picture,
+    /// Set when a walk from a picture could not go on from it (a root now resolves to another
+    /// folder, or a folder vanished while the walk opened the one beneath it): the outcome is to
+    /// be thrown away for a full walk.
+    pub lost: bool,
 }
+
+/// Every folder a walk saw, by path, as it saw it; kept between scans without descriptors.
+#[derive(Debug, Default)]
+pub(crate) struct Picture {
+    folders: BTreeMap<Vec<u8>, Arc<Visit>>,
+    /// Each root's folder (device and inode) when the walk opened it.
+    roots: Vec<Option<(u64, u64)>>,
+}
+
+impl Picture {
+    /// Forgets what a change at `path` may have changed: the entry itself, everything beneath it
+    /// (a folder moved or made there is another folder), and the folder holding it (its listing).
+    pub(crate) fn forget(&mut self, path: &[u8]) {
+        self.folders.remove(path);
+        let mut start = path.to_vec();
+        start.push(b'/');
+        let mut end = path.to_vec();
+        end.push(b'/' + 1);
+        let beneath: Vec<Vec<u8>> = self.folders.range(start..end).map(|(key, _)| key.clone()).collect();
+        for key in beneath {
+            self.folders.remove(&key);
+        }
+        if let Some(slash) = path.iter().rposition(|&b| b == b'/') {
+            let parent = if slash == 0 { &path[..1] } else { &path[..slash] };
+            self.folders.remove(parent);
+        }
+    }
+
+    /// Folders held.
+    pub(crate) fn len(&self) -> usize {
+        self.folders.len()
+    }
+}
+
+/// What listing one folder gave: the folder, or why it could not be opened or listed.
+type Visit = Result<Folder, OsFailure>;
 
 pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
@@ -68,25 +117,87 @@ pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize)
                 .spawn_scoped(scope, || queue.serve())
                 .expect("cannot start a scan thread");
         }
-        let mut walk = Walk {
-            max_depth,
-            remaining: max_entries,
-            visited: roots_overlap(roots).then(HashSet::new),
-            outcome: Outcome { roots: vec![None; roots.len()], ..Outcome::default() },
-            queue: &queue,
-            buffers: Buffers::default(),
-        };
+        let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Disk(&queue), Picture::default());
         for (index, root) in roots.iter().enumerate() {
             if walk.remaining == 0 {
                 break;
             }
-            let folder = walk.prepare(Opener::Root, root.as_bytes().to_vec());
-            walk.directory(folder, 0, index);
+            let folder = walk.queue(Opener::Root, root.as_bytes().to_vec());
+            let prepared = walk.wait(&folder);
+            walk.directory(prepared, 0, index);
         }
-        let outcome = std::mem::take(&mut walk.outcome);
+        let outcome = walk.finish();
         queue.close();
         outcome
     })
+}
+
+/// A walk of the same roots and bounds from `picture`, with the picture's folders trusted to be
+/// what is on disk (the caller has [forgotten](Picture::forget) every changed path). Folders the
+/// picture lacks are listed from disk, opened beneath their root as the full walk opens them.
+pub(crate) fn scan_from(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize, picture: Picture) -> Outcome {
+    let mut opened = Vec::with_capacity(roots.len());
+    let mut lost = picture.roots.len() != roots.len();
+    for (index, root) in roots.iter().enumerate() {
+        let fd = guarded::open_root(root.as_bytes()).ok().map(Arc::new);
+        // The root resolves elsewhere now (a flipped link): nothing of the picture applies.
+        lost |= fd.as_deref().map(identity) != picture.roots.get(index).copied();
+        opened.push(fd);
+    }
+    let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Picture { roots: opened }, picture);
+    walk.outcome.lost = lost;
+    for (index, root) in roots.iter().enumerate() {
+        if walk.remaining == 0 || walk.outcome.lost {
+            break;
+        }
+        let path = root.as_bytes().to_vec();
+        let prepared = match walk.picture.folders.get(&path) {
+            Some(visit) => Prepared { path, visit: Arc::clone(visit), fd: None },
+            None => {
+                let root = walk.root_fd(index);
+                match root {
+                    Some(fd) => {
+                        Prepared { visit: Arc::new(Ok(relist(&fd, &path, &mut walk.buffers))), path, fd: Some(fd) }
+                    }
+                    None => prepare(Opener::Root, path, &mut walk.buffers),
+                }
+            }
+        };
+        walk.directory(prepared, 0, index);
+    }
+    walk.finish()
+}
+
+/// Lists a folder already open (a root opened to check its identity).
+fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder {
+    let (mut folder, fd) =
+        match rustix::fs::openat(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(again) => list(again, path, &mut buffers.listing),
+            Err(errno) => {
+                return Folder {
+                    names: Vec::new(),
+                    entries: Vec::new(),
+                    unexamined: Vec::new(),
+                    error: Some(OsFailure::new(errno, path)),
+                    skill: None,
+                };
+            }
+        };
+    let names = &folder.names;
+    let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
+    folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
+    if folder.error.is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
+        let location = join(path, SKILL_FILE.as_bytes());
+        folder.skill = Some(read_skill(fd.as_fd(), &location, &mut buffers.content));
+    }
+    folder
+}
+
+/// A folder's device and inode.
+// The field types of `struct stat` differ between architectures.
+#[allow(clippy::unnecessary_cast)]
+fn identity(fd: &OwnedFd) -> Option<(u64, u64)> {
+    rustix::fs::fstat(fd).ok().map(|stat| (stat.st_dev as u64, stat.st_ino as u64))
 }
 
 /// Whether one root lies within another (or repeats it). Nothing is followed, so otherwise every
@@ -102,7 +213,7 @@ fn roots_overlap(roots: &[AbsoluteRoot]) -> bool {
 }
 
 /// A skipped path and why, rendered only if it is among the first 20.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Diagnostic {
     path: Vec<u8>,
     message: Vec<u8>,
@@ -129,7 +240,7 @@ impl Diagnostic {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Directory,
     SkillFile,
@@ -151,21 +262,25 @@ impl Default for Buffers {
 }
 
 /// A listed entry; its name is `names[start..start + len]` of its listing.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Entry {
     start: u32,
     len: u32,
     kind: Kind,
 }
 
-/// A folder opened and listed by a worker, with its `SKILL.md` already read.
+/// A folder opened and listed, with its `SKILL.md` already read: by a worker for a full walk, or
+/// from the picture.
 struct Prepared {
     path: Vec<u8>,
-    listing: Result<Listing, OsFailure>,
+    visit: Arc<Visit>,
+    /// The folder's descriptor, when it was opened for this walk (never for one from the picture).
+    fd: Option<Arc<OwnedFd>>,
 }
 
-struct Listing {
-    fd: Arc<OwnedFd>,
+/// A folder's listing and its `SKILL.md`, as a walk saw them.
+#[derive(Debug)]
+pub(crate) struct Folder {
     /// Every entry's name, back to back.
     names: Vec<u8>,
     /// Entries in code-point order of names.
@@ -178,7 +293,7 @@ struct Listing {
     skill: Option<Result<(Skill, ContentVersion), Diagnostic>>,
 }
 
-impl Listing {
+impl Folder {
     fn name(&self, entry: Entry) -> &[u8] {
         &self.names[entry.start as usize..(entry.start + entry.len) as usize]
     }
@@ -314,20 +429,20 @@ fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
     };
     let fd = match opened {
         Ok(fd) => fd,
-        Err(failure) => return Prepared { path, listing: Err(failure) },
+        Err(failure) => return Prepared { path, visit: Arc::new(Err(failure)), fd: None },
     };
-    let mut listing = list(fd, &path, &mut buffers.listing);
-    let names = &listing.names;
+    let (mut folder, fd) = list(fd, &path, &mut buffers.listing);
+    let names = &folder.names;
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
-    listing.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    if listing.error.is_none() && listing.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
+    folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
+    if folder.error.is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
         let location = join(&path, SKILL_FILE.as_bytes());
-        listing.skill = Some(read_skill(listing.fd.as_fd(), &location, &mut buffers.content));
+        folder.skill = Some(read_skill(fd.as_fd(), &location, &mut buffers.content));
     }
-    Prepared { path, listing: Ok(listing) }
+    Prepared { path, visit: Arc::new(Ok(folder)), fd: Some(Arc::new(fd)) }
 }
 
-fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> Listing {
+fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> (Folder, OwnedFd) {
     let mut names = Vec::new();
     let mut entries = Vec::new();
     let mut unexamined = Vec::new();
@@ -366,7 +481,9 @@ fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> Listing {
         names.extend_from_slice(name);
         entries.push(Entry { start, len: name.len() as u32, kind });
     }
-    Listing { fd: Arc::new(fd), names, entries, unexamined, error, skill: None }
+    names.shrink_to_fit();
+    entries.shrink_to_fit();
+    (Folder { names, entries, unexamined, error, skill: None }, fd)
 }
 
 /// Reads and parses one `SKILL.md`; `path` is its location.
@@ -404,17 +521,64 @@ fn read_skill(
     Err(Diagnostic::new(path, message))
 }
 
+/// Where a walk gets its folders.
+enum Supply<'q> {
+    /// All from disk, prepared ahead of the walk by helper threads.
+    Disk(&'q Queue),
+    /// From the picture; the ones it lacks from disk, beneath these roots (as opened at the start).
+    Picture { roots: Vec<Option<Arc<OwnedFd>>> },
+}
+
 struct Walk<'q> {
     max_depth: usize,
     remaining: usize,
     /// Folders walked so far, kept only when a folder can be reached twice (see `roots_overlap`).
     visited: Option<HashSet<Vec<u8>>>,
     outcome: Outcome,
-    queue: &'q Queue,
+    supply: Supply<'q>,
+    /// The picture this walk leaves: the one it started from, with what it listed from disk.
+    picture: Picture,
+    roots: &'q [AbsoluteRoot],
     buffers: Buffers,
 }
 
-impl Walk<'_> {
+impl<'q> Walk<'q> {
+    fn new(
+        roots: &'q [AbsoluteRoot],
+        max_entries: usize,
+        max_depth: usize,
+        supply: Supply<'q>,
+        picture: Picture,
+    ) -> Self {
+        Walk {
+            max_depth,
+            remaining: max_entries,
+            visited: roots_overlap(roots).then(HashSet::new),
+            outcome: Outcome { roots: vec![None; roots.len()], ..Outcome::default() },
+            supply,
+            picture,
+            roots,
+            buffers: Buffers::default(),
+        }
+    }
+
+    fn finish(mut self) -> Outcome {
+        let mut outcome = std::mem::take(&mut self.outcome);
+        if let Supply::Picture { roots } = &self.supply {
+            outcome.roots.clone_from(roots);
+        }
+        self.picture.roots = outcome.roots.iter().map(|fd| fd.as_deref().and_then(identity)).collect();
+        outcome.picture = std::mem::take(&mut self.picture);
+        outcome
+    }
+
+    fn root_fd(&self, root: usize) -> Option<Arc<OwnedFd>> {
+        match &self.supply {
+            Supply::Picture { roots } => roots.get(root).cloned().flatten(),
+            Supply::Disk(_) => None,
+        }
+    }
+
     fn diagnose(&mut self, diagnostic: Diagnostic) {
         if let Some(errno) = diagnostic.exhausted {
             // Nothing more can be learned: stop, and say where.
@@ -429,9 +593,11 @@ impl Walk<'_> {
     }
 
     /// Queues a folder for a worker to prepare.
-    fn prepare(&self, opener: Opener, path: Vec<u8>) -> Arc<Slot> {
+    fn queue(&self, opener: Opener, path: Vec<u8>) -> Arc<Slot> {
         let slot = Arc::new(Slot::default());
-        self.queue.push(Task { opener, path, slot: Arc::clone(&slot) });
+        if let Supply::Disk(queue) = &self.supply {
+            queue.push(Task { opener, path, slot: Arc::clone(&slot) });
+        }
         slot
     }
 
@@ -441,63 +607,108 @@ impl Walk<'_> {
             if let Some(prepared) = slot.try_take() {
                 return prepared;
             }
-            match self.queue.try_pop() {
+            let task = match &self.supply {
+                Supply::Disk(queue) => queue.try_pop(),
+                Supply::Picture { .. } => None,
+            };
+            match task {
                 Some(task) => task.run(&mut self.buffers),
                 None => return slot.take(),
             }
         }
     }
 
-    fn directory(&mut self, slot: Arc<Slot>, depth: usize, root: usize) {
-        let Prepared { path, listing } = self.wait(&slot);
+    /// The folder at `path` (a child of the folder open as `parent`, if it was opened), from the
+    /// picture or else from disk.
+    fn fetch(&mut self, parent: Option<&Arc<OwnedFd>>, path: Vec<u8>, root: usize) -> Option<Prepared> {
+        if let Some(visit) = self.picture.folders.get(&path) {
+            return Some(Prepared { path, visit: Arc::clone(visit), fd: None });
+        }
+        let parent = match parent {
+            Some(parent) => Arc::clone(parent),
+            None => {
+                // Opened beneath the root the walk holds, component by component, never
+                // following a symlink; a folder on the way that is gone now means the tree
+                // changed under the walk.
+                let root_fd = self.root_fd(root)?;
+                let below = path.get(self.roots[root].as_bytes().len()..).unwrap_or_default();
+                let parts: Vec<&[u8]> = below.split(|&b| b == b'/').filter(|part| !part.is_empty()).collect();
+                let parent_parts = &parts[..parts.len().saturating_sub(1)];
+                Arc::new(guarded::open_beneath(root_fd.as_fd(), parent_parts).ok()?)
+            }
+        };
+        Some(prepare(Opener::Child(parent), path, &mut self.buffers))
+    }
+
+    fn directory(&mut self, prepared: Prepared, depth: usize, root: usize) {
+        let Prepared { path, visit, fd } = prepared;
         if let Some(visited) = &mut self.visited
             && !visited.insert(path.clone())
         {
             return;
         }
-        let mut listing = match listing {
-            Ok(listing) => listing,
-            Err(failure) => return self.diagnose(Diagnostic::os(&path, &failure)),
-        };
-        if depth == 0 {
-            self.outcome.roots[root] = Some(Arc::clone(&listing.fd));
+        if fd.is_some() || matches!(self.supply, Supply::Disk(_)) || visit.is_err() {
+            self.picture.folders.insert(path.clone(), Arc::clone(&visit));
         }
-        if !self.count(&path, &listing) {
+        let folder = match &*visit {
+            Ok(folder) => folder,
+            Err(failure) => return self.diagnose(Diagnostic::os(&path, failure)),
+        };
+        if depth == 0 && matches!(self.supply, Supply::Disk(_)) {
+            self.outcome.roots[root].clone_from(&fd);
+        }
+        if !self.count(&path, folder) {
             return;
         }
-        let subfolders: Vec<Entry> = if depth < self.max_depth {
-            listing.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory).collect()
+        let from_disk = matches!(self.supply, Supply::Disk(_));
+        let subfolders: Vec<Entry> = if depth < self.max_depth && from_disk {
+            folder.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory).collect()
         } else {
             Vec::new()
         };
         let mut ahead: VecDeque<Arc<Slot>> = VecDeque::with_capacity(WINDOW.min(subfolders.len()));
         let mut next_to_prepare = 0;
-        let mut skill = listing.skill.take();
-        for &entry in &listing.entries {
+        for &entry in &folder.entries {
             match entry.kind {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
-                    while ahead.len() < WINDOW && next_to_prepare < subfolders.len() {
-                        let child = join(&path, listing.name(subfolders[next_to_prepare]));
-                        ahead.push_back(self.prepare(Opener::Child(Arc::clone(&listing.fd)), child));
-                        next_to_prepare += 1;
-                    }
-                    let slot = ahead.pop_front().expect("the next subfolder is prepared");
-                    self.directory(slot, depth + 1, root);
+                    let child = join(&path, folder.name(entry));
+                    let prepared = if from_disk {
+                        let parent = fd.as_ref().expect("a folder listed from disk is open");
+                        while ahead.len() < WINDOW && next_to_prepare < subfolders.len() {
+                            let child = join(&path, folder.name(subfolders[next_to_prepare]));
+                            ahead.push_back(self.queue(Opener::Child(Arc::clone(parent)), child));
+                            next_to_prepare += 1;
+                        }
+                        let slot = ahead.pop_front().expect("the next subfolder is prepared");
+                        self.wait(&slot)
+                    } else {
+                        match self.fetch(fd.as_ref(), child, root) {
+                            Some(prepared) => prepared,
+                            None => {
+                                self.outcome.lost = true;
+                                self.remaining = 0;
+                                return;
+                            }
+                        }
+                    };
+                    self.directory(prepared, depth + 1, root);
                 }
                 Kind::Directory => {
                     // Not entered; a prepared result for it is discarded.
-                    if depth < self.max_depth {
+                    if depth < self.max_depth && from_disk {
                         if ahead.is_empty() {
                             next_to_prepare += 1;
                         } else {
                             ahead.pop_front();
                         }
                     }
-                    self.diagnose(Diagnostic::new(&join(&path, listing.name(entry)), DEPTH_LIMIT));
+                    self.diagnose(Diagnostic::new(&join(&path, folder.name(entry)), DEPTH_LIMIT));
                 }
-                Kind::SkillFile => match skill.take().expect("a listed SKILL.md is read") {
-                    Ok((skill, version)) => self.outcome.found.push(Found { skill, root, version }),
-                    Err(diagnostic) => self.diagnose(diagnostic),
+                Kind::SkillFile => match folder.skill.as_ref().expect("a listed SKILL.md is read") {
+                    Ok((skill, version)) => {
+                        self.outcome.found.push(Found { skill: skill.clone(), root, version: *version });
+                    }
+                    Err(diagnostic) => self.diagnose(diagnostic.clone()),
                 },
                 Kind::Other => {}
             }
@@ -507,23 +718,23 @@ impl Walk<'_> {
     /// Counts a folder's entries against the entry budget, reporting what examining them raised,
     /// as nagents does while it lists. A folder that does not fit yields nothing (never an
     /// arbitrary subset) and ends the walk; a folder that could not be listed counts nothing.
-    fn count(&mut self, path: &[u8], listing: &Listing) -> bool {
-        for (position, name, failure) in &listing.unexamined {
+    fn count(&mut self, path: &[u8], folder: &Folder) -> bool {
+        for (position, name, failure) in &folder.unexamined {
             if *position >= self.remaining {
                 break;
             }
             self.diagnose(Diagnostic::os(&join(path, name), failure));
         }
-        if listing.entries.len() > self.remaining {
+        if folder.entries.len() > self.remaining {
             self.diagnose(Diagnostic::new(path, ENTRY_LIMIT));
             self.remaining = 0;
             return false;
         }
-        if let Some(failure) = &listing.error {
+        if let Some(failure) = &folder.error {
             self.diagnose(Diagnostic::os(path, failure));
             return false;
         }
-        self.remaining -= listing.entries.len();
+        self.remaining -= folder.entries.len();
         true
     }
 }
