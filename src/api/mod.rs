@@ -25,6 +25,9 @@ use utoipa_axum::router::OpenApiRouter;
 pub(crate) use auth::Authenticated;
 pub use error::{ApiError, Problem};
 pub use http::MAX_BODY_BYTES;
+pub(crate) use search::{
+    DEFAULT_LIMIT as DEFAULT_SEARCH_LIMIT, MAX_LIMIT as MAX_SEARCH_LIMIT, answer as search_answer,
+};
 
 use crate::app::App;
 

@@ -23,6 +23,32 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new().routes(routes!(search))
 }
 
+/// The body of a search's answer (a [`SearchBody`], as JSON) from the current catalog: for the
+/// route and for MCP's `search_skills` tool.
+pub async fn answer(app: &App, query: &SearchQuery, limit: usize) -> Result<Vec<u8>, ApiError> {
+    let snapshot = app.catalog.snapshot();
+    let index = app.catalog.search_index(Arc::clone(&snapshot)).await?;
+    let catalog = snapshot.ready()?;
+    let results = index.search(query, limit);
+    let body = SearchBody {
+        etag: &catalog.listing.etag,
+        total: results.total,
+        hits: results
+            .hits
+            .into_iter()
+            .map(|hit| SearchHitBody {
+                name: hit.skill.entry.name.as_str(),
+                description: &hit.skill.entry.description,
+                source: &hit.skill.entry.source,
+                etag: &hit.skill.entry.etag,
+                score: hit.score,
+                excerpt: hit.excerpt,
+            })
+            .collect(),
+    };
+    Ok(serde_json::to_vec(&body).expect("search answers serialize"))
+}
+
 /// The parameters of a search, as the query string carries them (others are ignored, as every
 /// route ignores them).
 #[derive(Debug, Deserialize)]
@@ -114,27 +140,7 @@ pub struct SearchHitBody<'a> {
         responses::Unavailable,
     ))]
 async fn search(State(app): State<Arc<App>>, params: SearchParams) -> Result<Response, ApiError> {
-    let snapshot = app.catalog.snapshot();
-    let index = app.catalog.search_index(Arc::clone(&snapshot)).await?;
-    let catalog = snapshot.ready()?;
-    let results = index.search(&params.query, params.limit);
-    let body = SearchBody {
-        etag: &catalog.listing.etag,
-        total: results.total,
-        hits: results
-            .hits
-            .into_iter()
-            .map(|hit| SearchHitBody {
-                name: hit.skill.entry.name.as_str(),
-                description: &hit.skill.entry.description,
-                source: &hit.skill.entry.source,
-                etag: &hit.skill.entry.etag,
-                score: hit.score,
-                excerpt: hit.excerpt,
-            })
-            .collect(),
-    };
-    let body = serde_json::to_vec(&body).expect("search answers serialize");
+    let body = answer(&app, &params.query, params.limit).await?;
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),

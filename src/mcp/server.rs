@@ -27,8 +27,8 @@ const PAGE: usize = 100;
 
 /// What a host learns at `initialize`: how to use the tools, and the extension.
 const INSTRUCTIONS: &str = "This server is a catalog of skills: folders of instructions led by a SKILL.md. Call \
-                            list_skills to see which skills exist, load_skill with a name (and optionally a \
-                            token_limit) to read one, and read_skill_file for a file its SKILL.md refers to; hosts \
+                            list_skills to see which skills exist (or search_skills to find one), load_skill with a \
+                            name (and optionally a token_limit) to read one, and read_skill_file for a file its SKILL.md refers to; hosts \
                             with the io.modelcontextprotocol/skills extension can use skills/list and resources/read \
                             on skill:// URIs instead.";
 

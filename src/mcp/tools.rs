@@ -14,9 +14,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use skillcat_core::{SkillName, TokenLimit};
 
-use crate::api::ApiError;
+use crate::api::{ApiError, MAX_SEARCH_LIMIT, search_answer};
 use crate::app::App;
-use crate::catalog::{CatalogSkill, media_type};
+use crate::catalog::{CatalogSkill, SearchQuery, media_type};
 
 /// `list_skills` takes nothing.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -50,6 +50,21 @@ pub struct ReadSkillFile {
     pub path: String,
 }
 
+/// `search_skills`' input.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+#[serde(deny_unknown_fields)]
+pub struct SearchSkills {
+    /// Words to look for in the skills' names, descriptions and instructions (at most 256
+    /// characters; the last word also matches words it begins).
+    #[schemars(length(max = 256))]
+    pub query: String,
+    /// The most skills to answer, best first. Default 20.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: Option<u32>,
+}
+
 /// Every tool, with its input schema.
 pub fn all() -> Vec<Tool> {
     let read_only = ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false);
@@ -65,6 +80,12 @@ pub fn all() -> Vec<Tool> {
             "A skill's instructions (its SKILL.md), cut to fit token_limit, as JSON: name, location, content, \
              truncated, estimated_tokens, token_limit.",
             schema_for_type::<LoadSkill>(),
+        ),
+        Tool::new(
+            "search_skills",
+            "The skills that best match a query (ranked by relevance to their names, descriptions and SKILL.md \
+             texts), as JSON: total, and hits with name, description, source, etag, score and an excerpt.",
+            schema_for_type::<SearchSkills>(),
         ),
         Tool::new(
             "read_skill_file",
@@ -89,6 +110,10 @@ pub async fn call(app: &Arc<App>, request: CallToolRequestParams) -> Result<Call
         },
         "load_skill" => match input::<LoadSkill>(arguments) {
             Ok(input) => load_skill(app, input).await,
+            Err(error) => Err(error),
+        },
+        "search_skills" => match input::<SearchSkills>(arguments) {
+            Ok(input) => search_skills(app, input).await,
             Err(error) => Err(error),
         },
         "read_skill_file" => match input::<ReadSkillFile>(arguments) {
@@ -131,6 +156,25 @@ async fn load_skill(app: &App, input: LoadSkill) -> Result<CallToolResult, ApiEr
     let answer = app.catalog.content(skill).await?.load_answer(input.token_limit.unwrap_or_default());
     let result: serde_json::Value = serde_json::from_slice(&answer).map_err(|error| {
         tracing::error!(%error, "a load answer is not JSON");
+        ApiError::Internal
+    })?;
+    Ok(CallToolResult::structured(result))
+}
+
+/// As `GET /search?q=&limit=` answers, with the same errors.
+async fn search_skills(app: &App, input: SearchSkills) -> Result<CallToolResult, ApiError> {
+    let query = SearchQuery::parse(&input.query).map_err(|error| ApiError::InvalidQuery(error.to_string()))?;
+    let limit = match input.limit {
+        None => crate::api::DEFAULT_SEARCH_LIMIT,
+        Some(limit) => {
+            usize::try_from(limit).ok().filter(|limit| (1..=MAX_SEARCH_LIMIT).contains(limit)).ok_or_else(|| {
+                ApiError::InvalidQuery(format!("`limit` must be an integer from 1 to {MAX_SEARCH_LIMIT}"))
+            })?
+        }
+    };
+    let answer = search_answer(app, &query, limit).await?;
+    let result: serde_json::Value = serde_json::from_slice(&answer).map_err(|error| {
+        tracing::error!(%error, "a search answer is not JSON");
         ApiError::Internal
     })?;
     Ok(CallToolResult::structured(result))

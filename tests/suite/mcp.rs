@@ -279,14 +279,15 @@ async fn the_tools_answer_as_the_rest_api_does() {
 
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|tool| &*tool.name).collect();
-    assert_eq!(names, ["list_skills", "load_skill", "read_skill_file"]);
+    assert_eq!(names, ["list_skills", "load_skill", "search_skills", "read_skill_file"]);
     let load = &tools[1].input_schema;
     assert_eq!(load["required"], json!(["name"]));
     assert_eq!(
         (load["properties"]["token_limit"]["minimum"].as_u64(), load["properties"]["token_limit"]["maximum"].as_u64()),
         (Some(1), Some(100000))
     );
-    assert_eq!(tools[2].input_schema["required"], json!(["name", "path"]));
+    assert_eq!(tools[2].input_schema["required"], json!(["query"]));
+    assert_eq!(tools[3].input_schema["required"], json!(["name", "path"]));
     let info = client.peer_info().expect("server info");
     assert!(info.instructions.as_deref().is_some_and(|text| text.contains("load_skill")));
 
@@ -301,6 +302,11 @@ async fn the_tools_answer_as_the_rest_api_does() {
     let loaded = call(&client, "load_skill", json!({"name": "alpha", "token_limit": 5.0})).await;
     assert_eq!(loaded.is_error, Some(false));
 
+    let rest: Value = app.get("/search?q=step&limit=5").send().await.expect("GET").json().await.expect("search");
+    let found = call(&client, "search_skills", json!({"query": "step", "limit": 5})).await;
+    assert_eq!(found.structured_content, Some(rest));
+    assert_eq!(found.structured_content.as_ref().expect("search")["hits"][0]["name"], "alpha");
+
     let guide = call(&client, "read_skill_file", json!({"name": "alpha", "path": "references/guide.md"})).await;
     assert_eq!(text(&guide), "# Guide\n\nCaf\u{e9}.\n");
     let logo = call(&client, "read_skill_file", json!({"name": "alpha", "path": "assets/logo.png"})).await;
@@ -308,7 +314,17 @@ async fn the_tools_answer_as_the_rest_api_does() {
     assert_eq!(bytes_of(&embedded.resource), [0x89, b'P', b'N', b'G', 0xff, 0]);
 
     // Errors are tool errors worded as the REST problems for the same request.
-    let cases: [(&str, Value, reqwest::Response); 6] = [
+    let cases: [(&str, Value, reqwest::Response); 8] = [
+        (
+            "search_skills",
+            json!({"query": "x".repeat(257)}),
+            app.get(&format!("/search?q={}", "x".repeat(257))).send().await.expect("GET"),
+        ),
+        (
+            "search_skills",
+            json!({"query": "step", "limit": 0}),
+            app.get("/search?q=step&limit=0").send().await.expect("GET"),
+        ),
         ("load_skill", json!({"name": "no such"}), app.load("no such", None).await),
         ("load_skill", json!({"name": "ghost"}), app.load("ghost", None).await),
         (
