@@ -226,7 +226,9 @@ fn is_authority_host_and_port(value: &[u8]) -> bool {
     let text = authority.as_str();
     // What follows the host: after an IPv6 literal's closing bracket, if there is one.
     let rest = text.rfind(']').map_or(text, |end| &text[end + 1..]);
-    !text.contains('@') && rest.rsplit_once(':').is_none_or(|(_, port)| port.bytes().all(|byte| byte.is_ascii_digit()))
+    !authority.host().is_empty()
+        && !text.contains('@')
+        && rest.rsplit_once(':').is_none_or(|(_, port)| port.bytes().all(|byte| byte.is_ascii_digit()))
 }
 
 /// Errors made by the framework rather than a handler (405, a rejected body) get the same
@@ -281,7 +283,7 @@ mod tests {
         for host in ["x", "127.0.0.1:8080", "skills.example.com", "a-b.c:1", "x:", "[::1]:8080", "[::1]"] {
             assert!(is_host_and_port(host.as_bytes()), "{host}");
         }
-        for host in ["", "user@x", "x y", "x/skills", "x:port", "x:1:2", "[::1", "x:80a"] {
+        for host in ["", ":80", ":", "user@x", "x y", "x/skills", "x:port", "x:1:2", "[::1", "x:80a"] {
             assert!(!is_host_and_port(host.as_bytes()), "{host}");
         }
         assert!(is_plain_host_and_port(b"a-b.c:1"));
