@@ -22,7 +22,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, Problem, responses};
-use super::http::{SkillPath, prepared};
+use super::http::{Headers, SkillPath, prepared};
 use crate::app::App;
 use crate::catalog::{CatalogSkill, PreparedBody, in_discovery_index};
 
@@ -110,7 +110,7 @@ struct CatalogQuery {
         responses::RepresentationPreconditionFailed,
         responses::Unavailable,
     ))]
-async fn catalog_page(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
+async fn catalog_page(State(app): State<Arc<App>>, uri: Uri, Headers(headers): Headers) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let catalog = snapshot.ready()?;
     let pages = catalog.skills.len().div_ceil(PAGE_SIZE).max(1);
@@ -155,7 +155,7 @@ async fn catalog_page(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap)
 async fn skill_page(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
-    headers: HeaderMap,
+    Headers(headers): Headers,
 ) -> Result<Response, ApiError> {
     let snapshot = app.catalog.snapshot();
     let catalog = snapshot.ready()?;
