@@ -9,10 +9,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use axum::body::Bytes;
-use skillcat_core::{Skill, TokenLimit, budget_skill_content};
+use bytes::Bytes;
+use skillcat_core::{Skill, SkillLoadResult, TokenLimit, budget_skill_content};
 
-use super::ETag;
+use super::body::ETag;
 
 /// The bytes of content kept at most (load answers of an entry count too).
 const BUDGET_BYTES: usize = 4 << 20;
@@ -42,15 +42,19 @@ impl Content {
         Bytes::from_owner(SharedText(Arc::clone(&self.text)))
     }
 
-    /// nagents' `SkillLoadResult` for `limit`, as JSON; the answers for the first few limits
-    /// asked for are kept.
-    pub fn load_answer(&self, limit: TokenLimit) -> Bytes {
+    /// nagents' budgeted load of this content.
+    pub fn load(&self, limit: TokenLimit) -> SkillLoadResult {
+        budget_skill_content(&self.skill, &self.text, limit)
+    }
+
+    /// [`load`](Self::load) as JSON, nagents' wire form of it; the answers for the first few
+    /// limits asked for are kept.
+    pub fn load_json(&self, limit: TokenLimit) -> Bytes {
         let known = self.loads.lock().expect("load answers").iter().find(|(known, _)| *known == limit).cloned();
         if let Some((_, body)) = known {
             return body;
         }
-        let result = budget_skill_content(&self.skill, &self.text, limit);
-        let body = Bytes::from(serde_json::to_vec(&result).expect("load results serialize"));
+        let body = Bytes::from(serde_json::to_vec(&self.load(limit)).expect("load results serialize"));
         let mut loads = self.loads.lock().expect("load answers");
         if loads.len() < LOADS_PER_CONTENT && loads.iter().all(|(known, _)| *known != limit) {
             loads.push((limit, body.clone()));
@@ -166,16 +170,16 @@ mod tests {
     fn load_answers_are_nagents_results_and_a_few_are_kept() {
         let content = content("0123456789");
         let limit = |limit: u64| TokenLimit::new(limit).unwrap();
-        let answer: serde_json::Value = serde_json::from_slice(&content.load_answer(limit(2))).unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&content.load_json(limit(2))).unwrap();
         assert_eq!(answer["content"], "01234567");
         assert_eq!(answer["truncated"], true);
         assert_eq!(answer["token_limit"], 2);
         for limit in [limit(2), limit(20), limit(30)] {
-            content.load_answer(limit);
+            content.load_json(limit);
         }
         let kept: Vec<u32> = content.loads.lock().unwrap().iter().map(|(limit, _)| limit.get()).collect();
         assert_eq!(kept, [2, 20]);
         // An answer not kept is made again, the same.
-        assert_eq!(content.load_answer(limit(30)), content.load_answer(limit(30)));
+        assert_eq!(content.load_json(limit(30)), content.load_json(limit(30)));
     }
 }

@@ -1,9 +1,15 @@
-//! What the catalog answers when it cannot give what was asked.
+//! What the catalog answers when it cannot give what was asked: the one error of the catalog API,
+//! which each surface maps in one place (REST and the pages to problems, MCP to JSON-RPC and tool
+//! errors, the command line to its exit status). Messages are for the client: they name skills and
+//! files, never internals (a [`CatalogError::Read`] is logged and answered generically).
 
 use skillcat_core::{SkillError, SkillName};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
+    /// A name that cannot be a skill's: no skill has it.
+    #[error("skill names are 1 to 64 ASCII letters, digits, underscores or hyphens")]
+    InvalidName,
     /// The first discovery has not finished.
     #[error("the catalog is not ready yet")]
     NotReady,

@@ -7,8 +7,7 @@ use std::sync::{Arc, OnceLock};
 use serde::Serialize;
 use skillcat_core::{Digest, FileListing, SkillFile, SkillFilePath};
 
-use super::ETag;
-use super::snapshot::PreparedBody;
+use super::body::{ETag, PreparedBody};
 
 /// The files of one version of a skill, and the answers made of them.
 #[derive(Debug)]

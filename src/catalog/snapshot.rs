@@ -1,109 +1,18 @@
-//! One immutable version of the catalog, with every response body serialized, hashed and
-//! compressed once, so a request does no discovery, serialization or hashing.
+//! One immutable version of the catalog: its skills with their entries, what they shadow, what
+//! was skipped, and the bodies every surface answers alike, prepared once, so a request does no
+//! discovery, serialization or hashing.
 
-use std::io::Write as _;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::http::HeaderValue;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use skillcat_core::{
     CompositeDiscovery, ContentVersion, FileListing, Skill, SkillFile, SkillFilePath, SkillName, render_skill_manifest,
 };
 
 use super::CatalogError;
+use super::body::{ETag, PreparedBody};
 use super::files::SkillFiles;
-use super::views::{CatalogViews, SkillViews};
-
-/// Bodies at least this large are also kept gzip-compressed.
-const COMPRESS_FROM: usize = 1024;
-
-/// A strong entity tag: the quoted first 128 bits of a SHA-256, in hex.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
-#[schema(value_type = String, example = "\"3f2a9c0d5e7b41a8c6d2e9f0a1b3c5d7\"")]
-pub struct ETag(String);
-
-impl ETag {
-    pub fn of(parts: &[&[u8]]) -> Self {
-        let mut hasher = Sha256::new();
-        for part in parts {
-            hasher.update((part.len() as u64).to_be_bytes());
-            hasher.update(part);
-        }
-        let digest = hasher.finalize();
-        let hex: String = digest[..16].iter().map(|byte| format!("{byte:02x}")).collect();
-        ETag(format!("\"{hex}\""))
-    }
-
-    /// The strong tag of an opaque value such as a digest (which holds no `"`).
-    pub fn quoted(opaque: &str) -> Self {
-        debug_assert!(!opaque.contains('"'));
-        ETag(format!("\"{opaque}\""))
-    }
-
-    /// The header value, quotes included.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// A response body prepared once per catalog version: its bytes, its tag, and its gzip form
-/// once compressed.
-#[derive(Debug, Clone)]
-pub struct PreparedBody {
-    pub bytes: Bytes,
-    pub etag: ETag,
-    /// The tag as a header value, made once rather than per response.
-    pub etag_header: HeaderValue,
-    /// The tag as conditional headers are compared with it.
-    pub tag: headers::ETag,
-    /// Filled by [`Catalog::compress`]: `Some` when the body is large enough and gzip makes it
-    /// smaller. Until then the body is sent as is (a client may always get the identity).
-    gzip: OnceLock<Option<GzipBody>>,
-}
-
-/// The gzip representation of a prepared body. It has its own strong tag, the identity tag with
-/// `-gzip` inside the quotes: its bytes differ, and a cache that stored one representation
-/// must never answer a revalidation of the other with it.
-#[derive(Debug, Clone)]
-pub struct GzipBody {
-    pub bytes: Bytes,
-    pub etag_header: HeaderValue,
-    pub tag: headers::ETag,
-}
-
-impl PreparedBody {
-    pub(super) fn new(bytes: Vec<u8>, etag: ETag) -> Self {
-        let etag_header = HeaderValue::from_str(etag.as_str()).expect("tags are visible ASCII");
-        let tag = etag.as_str().parse().expect("tags are quoted hex");
-        PreparedBody { bytes: Bytes::from(bytes), etag, etag_header, tag, gzip: OnceLock::new() }
-    }
-
-    /// The gzip representation, if there is one (yet).
-    pub fn gzip(&self) -> Option<&GzipBody> {
-        self.gzip.get().and_then(Option::as_ref)
-    }
-
-    pub(super) fn compress(&self) {
-        self.gzip.get_or_init(|| {
-            let bytes = if self.bytes.len() >= COMPRESS_FROM { gzip(&self.bytes)? } else { return None };
-            let quoted = self.etag.as_str();
-            let etag = format!("{}-gzip\"", &quoted[..quoted.len() - 1]);
-            let etag_header = HeaderValue::from_str(&etag).expect("tags are visible ASCII");
-            Some(GzipBody { bytes, etag_header, tag: etag.parse().expect("tags are quoted") })
-        });
-    }
-}
-
-fn gzip(bytes: &[u8]) -> Option<Bytes> {
-    // The fast level: compressing a large catalog at the default level costs more CPU than the
-    // rescan that made it (3 MiB at 10,000 skills), for a few percent smaller answers.
-    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::fast());
-    encoder.write_all(bytes).ok()?;
-    let compressed = encoder.finish().ok()?;
-    (compressed.len() < bytes.len()).then(|| Bytes::from(compressed))
-}
+use super::views::Views;
 
 /// The tag of one version of a skill: its source, descriptor and content version (`None`: the
 /// content could not be read).
@@ -261,8 +170,9 @@ pub struct CatalogSkill {
     pub entry: SkillEntry,
     /// `GET /skills/{name}`; its tag is the skill's.
     pub body: PreparedBody,
-    /// Its search document and page, made on first use.
-    pub views: SkillViews,
+    /// What is made from this version of the skill on first use: its search document, its
+    /// publication decision, the surfaces' encodings.
+    pub views: Views,
 }
 
 impl CatalogSkill {
@@ -296,28 +206,9 @@ pub struct Catalog {
     pub listing: PreparedBody,
     /// `GET /manifest`.
     pub manifest: PreparedBody,
-    /// The well-known indexes, each made on first use.
-    pub(super) wellknown: WellKnownBodies,
-    /// The search index and the pages, each made on first use.
-    pub views: CatalogViews,
-}
-
-/// The bodies of the well-known indexes of one catalog version, made on first use: the
-/// discovery index reads the files of every skill whose archive digest is not known yet.
-#[derive(Debug, Default)]
-pub(super) struct WellKnownBodies {
-    pub discovery: tokio::sync::OnceCell<Arc<PreparedBody>>,
-    pub legacy: tokio::sync::OnceCell<Arc<PreparedBody>>,
-}
-
-impl WellKnownBodies {
-    /// The bodies made so far, for a catalog of the same skills.
-    fn carried(&self) -> Self {
-        WellKnownBodies {
-            discovery: tokio::sync::OnceCell::new_with(self.discovery.get().cloned()),
-            legacy: tokio::sync::OnceCell::new_with(self.legacy.get().cloned()),
-        }
-    }
+    /// What is made from this version on first use: the search index, the publication
+    /// decisions, the surfaces' encodings.
+    pub views: Views,
 }
 
 impl Catalog {
@@ -369,7 +260,7 @@ impl Catalog {
                     files: sourced.files.clone().map(SkillFiles::new),
                     entry,
                     body,
-                    views: SkillViews::default(),
+                    views: Views::default(),
                 })
             })
             .collect();
@@ -406,8 +297,7 @@ impl Catalog {
             error: None,
             listing,
             manifest: PreparedBody::new(manifest.into_bytes(), manifest_etag),
-            wellknown: WellKnownBodies::default(),
-            views: CatalogViews::default(),
+            views: Views::default(),
         })
     }
 
@@ -421,8 +311,7 @@ impl Catalog {
             listing: listing(&self.skills, &self.shadowed, &self.diagnostics, Some(&error)),
             error: Some(error),
             manifest: self.manifest.clone(),
-            // The same skills: the same indexes.
-            wellknown: self.wellknown.carried(),
+            // The same skills: the same views of them.
             views: self.views.carried(),
         }
     }
@@ -444,6 +333,12 @@ impl Catalog {
     /// The skill named `name`, or why there is none.
     pub fn skill(&self, name: &SkillName) -> Result<&CatalogSkill, CatalogError> {
         self.get(name).map(|skill| &**skill).ok_or_else(|| CatalogError::UnknownSkill(name.clone()))
+    }
+
+    /// The skill a client names with `name` (not yet known to be a skill name), or why there is none.
+    pub fn skill_named(&self, name: &str) -> Result<&CatalogSkill, CatalogError> {
+        let name = SkillName::parse(name).map_err(|_| CatalogError::InvalidName)?;
+        self.skill(&name)
     }
 }
 
@@ -523,7 +418,7 @@ mod tests {
                 files: None,
                 entry,
                 body,
-                views: SkillViews::default(),
+                views: Views::default(),
             })
         };
         let skills = [catalog_skill("alpha", "Say \"hi\" <now>"), catalog_skill("beta", "Tab\there \u{2028}")];
@@ -553,22 +448,5 @@ mod tests {
             .unwrap();
             assert_eq!(listing.etag, ETag::of(&[&untagged]), "the tag is the hash of the rest");
         }
-    }
-
-    #[test]
-    fn bodies_are_compressed_only_when_asked_and_worth_it() {
-        let large = PreparedBody::new(vec![b'a'; 4096], ETag::of(&[b"a"]));
-        let small = PreparedBody::new(vec![b'a'; 100], ETag::of(&[b"b"]));
-        assert!(large.gzip().is_none());
-        large.compress();
-        small.compress();
-        let gzip = large.gzip().expect("compressed");
-        assert!(gzip.bytes.len() < 4096);
-        assert!(small.gzip().is_none());
-        // Its own strong tag, derived from the identity tag.
-        let identity = large.etag.as_str();
-        assert_eq!(gzip.etag_header, format!("{}-gzip\"", &identity[..identity.len() - 1]));
-        assert_eq!(gzip.tag, gzip.etag_header.to_str().unwrap().parse::<headers::ETag>().unwrap());
-        assert_ne!(gzip.tag, large.tag);
     }
 }

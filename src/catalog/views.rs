@@ -1,80 +1,113 @@
-//! What is made from a catalog version on first use and kept with it: the search index and the
-//! pages. A skill's views are kept with the skill, which the next catalog version shares while
-//! the skill is unchanged.
+//! What is made from one version of the catalog, or of one skill, and kept with it: the catalog's
+//! own views (the search index, the publication decisions) and the surfaces' encodings (pages,
+//! the well-known indexes, MCP's entries). Each is made once, on first use, and lives as long as
+//! its version: a skill's views are kept with the skill, which the next catalog version shares
+//! while the skill is unchanged, so a new version costs only its changed skills.
+//!
+//! Views are kept by type, one value of each: a surface keeps its encodings here without the
+//! catalog knowing its types.
 
-use std::sync::{Arc, Mutex};
+use std::any::{Any, TypeId};
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::body::Bytes;
+use tokio::sync::OnceCell;
 
-use super::search::{SearchDocument, SearchIndex};
-use super::snapshot::{ETag, PreparedBody};
+use super::CatalogError;
 
-/// The views of one catalog version.
-#[derive(Debug, Default)]
-pub struct CatalogViews {
-    pub(super) search: tokio::sync::OnceCell<Arc<SearchIndex>>,
-    /// The catalog's HTML pages, by page number.
-    pub pages: PageCache<usize>,
+/// The views of one version, by type.
+#[derive(Default)]
+pub struct Views {
+    kept: Mutex<Vec<Kept>>,
 }
 
-impl CatalogViews {
-    /// The views of a catalog of the same skills whose listing changed (a scan failed): the same
-    /// index; the pages, which show the failure, are made again.
-    pub(super) fn carried(&self) -> Self {
-        CatalogViews {
-            search: tokio::sync::OnceCell::new_with(self.search.get().cloned()),
-            pages: PageCache::default(),
-        }
+struct Kept {
+    kind: TypeId,
+    /// An `OnceCell<Arc<T>>` for the type `T` of `kind`.
+    cell: Arc<dyn Any + Send + Sync>,
+    /// Whether the view depends on the skills alone (not on the listing's failure, say): then a
+    /// catalog of the same skills whose listing changed keeps it.
+    of_skills: bool,
+}
+
+impl std::fmt::Debug for Views {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Views").field("kept", &self.lock().len()).finish()
     }
 }
 
-/// The views of one skill version.
-#[derive(Debug, Default)]
-pub struct SkillViews {
-    pub(super) search: tokio::sync::OnceCell<Arc<SearchDocument>>,
-    /// The skill's HTML page, by the origin its snippets name.
-    pub pages: PageCache<Box<str>>,
-}
+impl Views {
+    /// The cell of the view of type `T` that depends on the skills alone.
+    pub fn of<T: Send + Sync + 'static>(&self) -> Arc<OnceCell<Arc<T>>> {
+        self.cell(true)
+    }
 
-/// Pages kept by key, at most [`PageCache::CAPACITY`] of them: the keys come from requests (a
-/// `Host` header, a page number), so a client cannot make the cache grow without bound; past the
-/// bound a page is made for its request alone.
-#[derive(Debug)]
-pub struct PageCache<K> {
-    entries: Mutex<Vec<(K, Arc<PreparedBody>)>>,
-}
+    /// The cell of the view of type `T` that shows the whole catalog as listed, its failure
+    /// included: a catalog of the same skills whose listing changed makes it again.
+    pub fn of_listing<T: Send + Sync + 'static>(&self) -> Arc<OnceCell<Arc<T>>> {
+        self.cell(false)
+    }
 
-impl<K> Default for PageCache<K> {
-    fn default() -> Self {
-        PageCache { entries: Mutex::new(Vec::new()) }
+    fn cell<T: Send + Sync + 'static>(&self, of_skills: bool) -> Arc<OnceCell<Arc<T>>> {
+        let kind = TypeId::of::<T>();
+        let mut kept = self.lock();
+        let cell = match kept.iter().find(|kept| kept.kind == kind) {
+            Some(kept) => Arc::clone(&kept.cell),
+            None => {
+                let cell: Arc<dyn Any + Send + Sync> = Arc::new(OnceCell::<Arc<T>>::new());
+                kept.push(Kept { kind, cell: Arc::clone(&cell), of_skills });
+                cell
+            }
+        };
+        drop(kept);
+        cell.downcast::<OnceCell<Arc<T>>>().expect("each type's cell holds that type")
+    }
+
+    /// The views of a catalog of the same skills whose listing changed (a scan failed): the views
+    /// of the skills, made already or not.
+    pub(super) fn carried(&self) -> Views {
+        let kept = self.lock();
+        let carried = kept
+            .iter()
+            .filter(|kept| kept.of_skills)
+            .map(|kept| Kept { kind: kept.kind, cell: Arc::clone(&kept.cell), of_skills: true })
+            .collect();
+        Views { kept: Mutex::new(carried) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Kept>> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<K: PartialEq> PageCache<K> {
-    pub const CAPACITY: usize = 64;
-
-    /// The page kept for `key`.
-    pub fn get(&self, key: &K) -> Option<Arc<PreparedBody>> {
-        let entries = self.entries.lock().expect("page cache");
-        entries.iter().find(|(known, _)| known == key).map(|(_, page)| Arc::clone(page))
+/// The view in `cell`, made by `make` if no one has: in a task of its own, which goes on when the
+/// request that started it ends (a first view of a large catalog may take longer than a request
+/// may), so the next request finds it made or waits for the same task.
+pub async fn made_in_task<T, F>(cell: Arc<OnceCell<Arc<T>>>, make: F) -> Result<Arc<T>, CatalogError>
+where
+    T: Send + Sync + 'static,
+    F: Future<Output = Result<T, CatalogError>> + Send + 'static,
+{
+    if let Some(made) = cell.get() {
+        return Ok(Arc::clone(made));
     }
+    let making =
+        tokio::spawn(async move { cell.get_or_try_init(|| async { make.await.map(Arc::new) }).await.cloned() });
+    match making.await {
+        Ok(made) => made,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // The runtime is shutting down.
+        Err(_) => Err(CatalogError::NotReady),
+    }
+}
 
-    /// Prepares `page` (its tag, its gzip form) and keeps it for `key` while there is room;
-    /// answers the page kept for `key` (when two requests made the same page at once, the first
-    /// one's).
-    pub fn insert(&self, key: K, page: Bytes) -> Arc<PreparedBody> {
-        let etag = ETag::of(&[&page]);
-        let page = PreparedBody::new(page.into(), etag);
-        page.compress();
-        let page = Arc::new(page);
-        let mut entries = self.entries.lock().expect("page cache");
-        if let Some((_, kept)) = entries.iter().find(|(known, _)| *known == key) {
-            return Arc::clone(kept);
-        }
-        if entries.len() < Self::CAPACITY {
-            entries.push((key, Arc::clone(&page)));
-        }
-        page
+/// The value of blocking work, off the async workers; its panic resumed.
+pub async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, CatalogError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => Ok(value),
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        // The runtime is shutting down.
+        Err(_) => Err(CatalogError::NotReady),
     }
 }
 
@@ -82,20 +115,20 @@ impl<K: PartialEq> PageCache<K> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn pages_are_kept_up_to_the_bound() {
-        let cache = PageCache::<usize>::default();
-        for key in 0..PageCache::<usize>::CAPACITY + 10 {
-            assert_eq!(cache.insert(key, Bytes::from(format!("{key}"))).bytes, format!("{key}"));
-        }
-        assert_eq!(cache.get(&0).unwrap().bytes, "0");
-        let last = PageCache::<usize>::CAPACITY - 1;
-        assert_eq!(cache.get(&last).unwrap().bytes, format!("{last}"));
-        assert!(cache.get(&PageCache::<usize>::CAPACITY).is_none(), "past the bound nothing is kept");
-        // The first page made for a key is the one answered, with its tag.
-        let again = cache.insert(0, Bytes::from_static(b"again"));
-        assert_eq!((again.bytes.as_ref(), &again.etag), (b"0".as_slice(), &ETag::of(&[b"0"])));
-        // A page large enough is kept compressed too.
-        assert!(cache.insert(1000, Bytes::from(vec![b'x'; 4096])).gzip().is_some());
+    #[tokio::test]
+    async fn one_view_of_each_type_made_once_and_the_skills_views_carried() {
+        let views = Views::default();
+        let made = made_in_task(views.of::<String>(), async { Ok("index".to_owned()) }).await.unwrap();
+        let again = made_in_task(views.of::<String>(), async { panic!("made once") }).await.unwrap();
+        assert!(Arc::ptr_eq(&made, &again));
+        views.of_listing::<u32>().set(Arc::new(7)).unwrap();
+        assert_eq!(views.of_listing::<u32>().get().map(|page| **page), Some(7));
+        let carried = views.carried();
+        assert_eq!(carried.of::<String>().get().map(|index| index.as_str()), Some("index"));
+        assert!(carried.of_listing::<u32>().get().is_none(), "a view of the listing is made again");
+        // A failure is not kept: the next request makes the view again.
+        let cell = Views::default().of::<String>();
+        assert!(made_in_task(Arc::clone(&cell), async { Err(CatalogError::NotReady) }).await.is_err());
+        assert!(made_in_task(cell, async { Ok("later".to_owned()) }).await.is_ok());
     }
 }

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use skillcat_core::{CompositeDiscovery, SkillDiscoverer as _, SourceError};
-
-use crate::sources::Sources;
+use crate::catalog::{CatalogError, OfflineCatalog};
 use crate::spec::{self, Finding, Rule, Severity};
 
 /// What `check` prints, borrowing from one scan of the sources.
@@ -48,8 +46,9 @@ pub struct DiagnosticRow<'a> {
 }
 
 impl<'a> Report<'a> {
-    pub fn new(sources: &'a Sources, scan: &'a Result<CompositeDiscovery, SourceError>) -> Self {
-        match scan {
+    pub fn new(catalog: &'a OfflineCatalog) -> Self {
+        let sources = catalog.sources();
+        match catalog.scan_outcome() {
             Ok(discovery) => Report {
                 skills: discovery
                     .skills
@@ -77,7 +76,7 @@ impl<'a> Report<'a> {
                     .map(|entry| DiagnosticRow {
                         source: sources.label(entry.source),
                         message: &entry.message,
-                        roots: &sources.info[entry.source].roots,
+                        roots: sources.get(entry.source).folders(),
                     })
                     .collect(),
                 error: None,
@@ -94,13 +93,17 @@ impl<'a> Report<'a> {
     /// Checks every skill of the catalog against the agentskills.io rules (`--spec`). Shadowed
     /// skills are not served, so they are not checked. Each `SKILL.md` is read again through the
     /// source that owns it, the same guarded way a load reads it; the catalog is not touched.
-    pub async fn check_spec(&mut self, sources: &Sources, scan: &Result<CompositeDiscovery, SourceError>) {
-        let Ok(discovery) = scan else { return };
+    pub async fn check_spec(&mut self, catalog: &OfflineCatalog) {
+        let Ok(discovery) = catalog.discovery() else { return };
         for (row, entry) in self.skills.iter_mut().zip(&discovery.skills) {
-            let mut findings = match sources.composite.load(&entry.skill).await {
+            let mut findings = match catalog.text(entry).await {
                 Ok(content) => spec::check_skill_md(&content, folder_name(entry.skill.location())),
                 Err(error) => {
-                    vec![Finding::new(Rule::Read, format!("SKILL.md could not be read again: {}", error.explanation()))]
+                    let why = match error {
+                        CatalogError::Read { source, .. } => source.explanation(),
+                        other => other.to_string(),
+                    };
+                    vec![Finding::new(Rule::Read, format!("SKILL.md could not be read again: {why}"))]
                 }
             };
             if let Some(Err(unavailable)) = entry.files.as_deref().map(|listing| listing.files()) {

@@ -9,15 +9,13 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use skillcat_core::{
-    MAX_SKILL_TOKEN_LIMIT, SkillDiscoverer, SkillError, SkillName, TokenLimit, budget_skill_content,
-    render_skill_manifest,
-};
+use skillcat_core::{MAX_SKILL_TOKEN_LIMIT, SkillName, TokenLimit};
 
+use crate::catalog::OfflineCatalog;
 use crate::config::SourceArgs;
 use crate::limits::{ConnectionLimits, raise_descriptor_limit};
 use crate::listen::ListenAddr;
-use crate::observability::LogFormat;
+use crate::observability::{LogFormat, Metrics};
 use crate::server::{ServeOptions, Server};
 use crate::sources::Sources;
 
@@ -210,11 +208,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(_) | Command::Health { .. } => unreachable!("runs without this runtime"),
         Command::Check { sources, json, spec } => {
-            let sources = build(&sources)?;
-            let scan = sources.composite.scan_sources().await;
-            let mut report = check::Report::new(&sources, &scan);
+            let catalog = OfflineCatalog::scan(build(&sources)?).await;
+            let mut report = check::Report::new(&catalog);
             if spec {
-                report.check_spec(&sources, &scan).await;
+                report.check_spec(&catalog).await;
             }
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             if json {
@@ -230,27 +227,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let code = if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
             drop(report);
             // The process ends here: freeing a large catalog piece by piece would only delay it.
-            std::mem::forget((scan, sources));
+            std::mem::forget(catalog);
             Ok(code)
         }
         Command::Manifest { sources } => {
-            let sources = build(&sources)?;
-            let skills = sources.composite.discover().await.map_err(source_error)?;
+            let catalog = OfflineCatalog::scan(build(&sources)?).await;
             let mut out = std::io::stdout().lock();
-            out.write_all(render_skill_manifest(&skills).as_bytes())?;
+            out.write_all(catalog.manifest()?.as_bytes())?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Load { sources, name, token_limit } => {
-            let sources = build(&sources)?;
-            let skills = sources.composite.discover().await.map_err(source_error)?;
-            let skill = skills
-                .iter()
-                .find(|skill| *skill.name() == name)
-                .with_context(|| format!("no skill named '{name}' in the catalog"))?;
-            let content = sources.composite.load(skill).await?;
+            let catalog = OfflineCatalog::scan(build(&sources)?).await;
+            let loaded = catalog.load(&name, token_limit).await?;
             let mut out = std::io::stdout().lock();
-            serde_json::to_writer(&mut out, &budget_skill_content(skill, &content, token_limit))?;
+            serde_json::to_writer(&mut out, &loaded)?;
             writeln!(out)?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
@@ -268,13 +259,8 @@ fn token_limit(text: &str) -> Result<TokenLimit, String> {
 
 fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
     let (configs, _file) = args.resolve()?;
-    Sources::build(&configs).context("cannot set up the sources")
-}
-
-/// A source's failure, printed as the source's own message (nagents' wording, then for a name
-/// listed twice where the other one is).
-fn source_error(error: SkillError) -> anyhow::Error {
-    anyhow::anyhow!("{}", error.explanation())
+    // A command's scans are counted nowhere: it prints one answer and exits.
+    Sources::build(&configs, &std::sync::Arc::new(Metrics::default())).context("cannot set up the sources")
 }
 
 #[cfg(test)]

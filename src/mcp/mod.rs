@@ -6,7 +6,7 @@
 //! sessions end when shutdown starts. Without a token file, `Host` and `Origin` must be
 //! loopback names (DNS rebinding); with one, the token is the protection.
 
-mod metrics;
+mod error;
 mod server;
 mod tools;
 mod view;
@@ -28,11 +28,10 @@ use axum::{Extension, Router};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-pub use metrics::McpMetrics;
 pub use server::SkillServer;
 
-use crate::api::{ApiError, Authenticated};
 use crate::app::App;
+use crate::http::{Authenticated, HttpError};
 use crate::limits::{StreamRefusal, StreamSlot};
 
 /// The route.
@@ -50,7 +49,7 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// `/mcp`, to merge into the application's router within its layers.
 pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
     let mut config = StreamableHttpServerConfig::default().with_sse_keep_alive(Some(KEEP_ALIVE));
-    config.max_request_body_bytes = crate::api::MAX_BODY_BYTES;
+    config.max_request_body_bytes = crate::http::MAX_BODY_BYTES;
     config = if app.tokens.is_some() {
         config.disable_allowed_hosts().disable_allowed_origins()
     } else {
@@ -65,7 +64,7 @@ pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
             sessions_end.cancel();
         });
     }
-    let handler = SkillServer { app: Arc::clone(app), views: Arc::default() };
+    let handler = SkillServer { app: Arc::clone(app) };
     let service =
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config);
     Router::new()
@@ -88,8 +87,8 @@ async fn streams(
         let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
         match app.streams.open(client) {
             Ok(slot) => Some(slot),
-            Err(StreamRefusal::Full) => return ApiError::TooManyStreams.into_response(),
-            Err(StreamRefusal::ClientFull) => return ApiError::TooManyStreamsForClient.into_response(),
+            Err(StreamRefusal::Full) => return HttpError::TooManyStreams.into_response(),
+            Err(StreamRefusal::ClientFull) => return HttpError::TooManyStreamsForClient.into_response(),
         }
     } else {
         None
@@ -153,13 +152,13 @@ async fn problems(response: Response) -> Response {
     if status.is_server_error() {
         let text = axum::body::to_bytes(body, MAX_REASON_BYTES).await.unwrap_or_default();
         tracing::error!(%status, reason = %String::from_utf8_lossy(&text), "the MCP transport failed");
-        return ApiError::Internal.into_response();
+        return HttpError::Internal.into_response();
     }
     let reason = match axum::body::to_bytes(body, MAX_REASON_BYTES).await {
         Ok(text) if !text.is_empty() => String::from_utf8_lossy(&text).into_owned(),
         _ => status.canonical_reason().unwrap_or("refused").to_owned(),
     };
-    let mut problem = ApiError::McpRefused(status, reason).into_response();
+    let mut problem = HttpError::McpRefused(status, reason).into_response();
     for name in [header::ALLOW, header::WWW_AUTHENTICATE] {
         if let Some(value) = parts.headers.get(&name) {
             problem.headers_mut().insert(name, value.clone());

@@ -2,25 +2,21 @@
 
 use std::sync::Arc;
 
-use base64::Engine as _;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, ErrorData, GetSkillRequestParams, GetSkillResult,
     Implementation, InitializeRequestParams, InitializeResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
     PaginatedRequestParams, ProtocolVersion, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities,
-    ServerConfig,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 
-use super::tools;
-use super::view::{Target, View, Views, mime_type};
-use crate::app::App;
-use crate::catalog::CatalogError;
-use crate::spec::SpecName;
+use skillcat_core::{SKILL_MD, SpecName};
 
-/// The file every skill folder holds at its top.
-const SKILL_MD: &str = "SKILL.md";
+use super::error::method_error;
+use super::tools;
+use super::view::{Target, View, contents, mime_type};
+use crate::app::App;
 
 /// Entries of `skills/list` (and `SKILL.md` resources of `resources/list`) per page.
 const PAGE: usize = 100;
@@ -32,18 +28,16 @@ const INSTRUCTIONS: &str = "This server is a catalog of skills: folders of instr
                             with the io.modelcontextprotocol/skills extension can use skills/list and resources/read \
                             on skill:// URIs instead.";
 
-/// The MCP handler of one session; every session shares the application and the views.
+/// The MCP handler of one session; every session shares the application.
 #[derive(Clone)]
 pub struct SkillServer {
     pub(super) app: Arc<App>,
-    pub(super) views: Arc<Views>,
 }
 
 impl SkillServer {
     /// The MCP view of the current catalog version.
     pub(super) async fn view(&self) -> Result<Arc<View>, ErrorData> {
-        let snapshot = self.app.catalog.snapshot();
-        self.views.of(&self.app.catalog, snapshot).await.map_err(unavailable)
+        View::of(&self.app.catalog, &self.app.catalog.snapshot()).await.map_err(method_error)
     }
 
     /// Runs one request's answer, counting it by method and outcome.
@@ -61,30 +55,6 @@ impl SkillServer {
         let scope = if self.app.tokens.is_some() { CacheScope::Private } else { CacheScope::Public };
         (version.as_str() >= ProtocolVersion::V_2026_07_28.as_str()).then_some((0, scope))
     }
-}
-
-/// Whether a file of this type is sent as text when its bytes are UTF-8 (otherwise, and for
-/// images, audio, video and fonts, as a base64 blob).
-fn textual(mime: &str) -> bool {
-    !matches!(mime.split('/').next(), Some("image" | "audio" | "video" | "font"))
-}
-
-/// A file's bytes as a resource's contents: text when they can be, a base64 blob otherwise.
-pub(super) fn contents(uri: &str, bytes: Vec<u8>, mime: &str) -> ResourceContents {
-    let bytes = if textual(mime) {
-        match String::from_utf8(bytes) {
-            Ok(text) => return ResourceContents::text(text, uri),
-            Err(error) => error.into_bytes(),
-        }
-    } else {
-        bytes
-    };
-    ResourceContents::blob(base64::prelude::BASE64_STANDARD.encode(bytes), uri)
-}
-
-/// A catalog that cannot answer (not ready, or a source failed before any good catalog).
-fn unavailable(error: CatalogError) -> ErrorData {
-    ErrorData::internal_error(error.to_string(), None)
 }
 
 /// The served skill a cursor names, or -32602.
@@ -106,7 +76,7 @@ impl SkillServer {
         let after = cursor(request.as_ref())?;
         let view = self.view().await?;
         let (page, next) = view.page(after.as_ref(), PAGE);
-        let mut result = ListSkillsResult::with_all_items(page.iter().map(|skill| skill.mcp.entry.clone()).collect());
+        let mut result = ListSkillsResult::with_all_items(page.map(|skill| skill.mcp.entry.clone()).collect());
         result.next_cursor = next;
         if let Some((ttl, scope)) = self.cacheable(context) {
             result = result.with_ttl_ms(ttl).with_cache_scope(scope);
@@ -144,8 +114,7 @@ impl SkillServer {
         let after = cursor(request.as_ref())?;
         let view = self.view().await?;
         let (page, next) = view.page(after.as_ref(), PAGE);
-        let mut result =
-            ListResourcesResult::with_all_items(page.iter().map(|skill| skill.mcp.listed.clone()).collect());
+        let mut result = ListResourcesResult::with_all_items(page.map(|skill| skill.mcp.listed.clone()).collect());
         result.next_cursor = next;
         if let Some((ttl, scope)) = self.cacheable(context) {
             result = result.with_ttl_ms(ttl).with_cache_scope(scope);
@@ -170,18 +139,11 @@ impl SkillServer {
         // snapshot's version of it and kept while no file changed; any other file is read
         // beneath the skill's folder and checked against its listed digest.
         let read = if file.path.as_str() == SKILL_MD {
-            self.app.catalog.content(&skill.catalog).await.map(|content| content.body().to_vec())
+            self.app.catalog.content(skill.catalog).await.map(|content| content.text().as_bytes().to_vec())
         } else {
-            self.app.catalog.file(&skill.catalog, file).await
+            self.app.catalog.file(skill.catalog, file).await
         };
-        let bytes = read.map_err(|error| match error {
-            CatalogError::Changed(_) => ErrorData::internal_error(error.to_string(), None),
-            CatalogError::Read { .. } => {
-                tracing::error!(%error, "a source failed to read a skill file");
-                ErrorData::internal_error("internal error", None)
-            }
-            other => unavailable(other),
-        })?;
+        let bytes = read.map_err(method_error)?;
         let mime = mime_type(file);
         let contents = contents(&request.uri, bytes, &mime).with_mime_type(mime);
         let mut result = ReadResourceResult::new(vec![contents]);

@@ -1,6 +1,6 @@
 //! The tools, for hosts without the skills extension. They reach every skill of the catalog (as
-//! the REST API does, not only those SEP-2640 lets MCP list), and their errors are tool errors
-//! worded as the REST API's problems.
+//! the REST API does, not only those the catalog publishes), call the same catalog API the REST
+//! routes call, and their errors are tool errors worded as the REST API's problems.
 //!
 //! Adding a tool: an input type (its JSON schema is derived), an entry in [`all`], an arm in
 //! [`call`].
@@ -12,11 +12,12 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ErrorData
 use rmcp::schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use skillcat_core::{SkillName, TokenLimit};
+use skillcat_core::TokenLimit;
 
-use crate::api::{ApiError, MAX_SEARCH_LIMIT, search_answer};
+use super::error::{ToolError, tool_error};
 use crate::app::App;
-use crate::catalog::{CatalogSkill, SearchQuery, media_type};
+use crate::catalog::{SearchLimit, SearchQuery, media_type};
+use crate::json;
 
 /// `list_skills` takes nothing.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -122,67 +123,42 @@ pub async fn call(app: &Arc<App>, request: CallToolRequestParams) -> Result<Call
         },
         unknown => return Err(ErrorData::invalid_params(format!("no tool named {unknown:?}"), None)),
     };
-    Ok(answer.unwrap_or_else(|error| CallToolResult::error(vec![ContentBlock::text(error.to_string())])))
+    Ok(answer.unwrap_or_else(tool_error))
 }
 
-/// The arguments as `T`, or the REST API's 422 wording (`path: what is wrong`).
-fn input<T: DeserializeOwned>(arguments: JsonObject) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(serde_json::Value::Object(arguments)).map_err(|error| {
-        let path = error.path().to_string();
-        let error = error.into_inner();
-        match path.as_str() {
-            "." => ApiError::InvalidBody(error.to_string()),
-            path => ApiError::InvalidBody(format!("{path}: {error}")),
-        }
-    })
+/// The arguments as `T`, or what is wrong with them (`path: what`), as a load's body would be told.
+fn input<T: DeserializeOwned>(arguments: JsonObject) -> Result<T, ToolError> {
+    json::decode_value(serde_json::Value::Object(arguments)).map_err(|error| ToolError::Input(error.to_string()))
 }
 
-fn list_skills(app: &App) -> Result<CallToolResult, ApiError> {
+fn list_skills(app: &App) -> Result<CallToolResult, ToolError> {
     let snapshot = app.catalog.snapshot();
     let catalog = snapshot.ready()?;
     let manifest = String::from_utf8_lossy(&catalog.manifest.bytes).into_owned();
     Ok(CallToolResult::success(vec![ContentBlock::text(manifest)]))
 }
 
-/// The catalog's skill of that name, as the REST routes find it.
-fn find<'a>(catalog: &'a crate::catalog::Catalog, name: &str) -> Result<&'a CatalogSkill, ApiError> {
-    let name = SkillName::parse(name).map_err(|_| ApiError::InvalidName)?;
-    Ok(catalog.skill(&name)?)
-}
-
-async fn load_skill(app: &App, input: LoadSkill) -> Result<CallToolResult, ApiError> {
+async fn load_skill(app: &App, input: LoadSkill) -> Result<CallToolResult, ToolError> {
     let snapshot = app.catalog.snapshot();
-    let skill = find(snapshot.ready()?, &input.name)?;
-    let answer = app.catalog.content(skill).await?.load_answer(input.token_limit.unwrap_or_default());
-    let result: serde_json::Value = serde_json::from_slice(&answer).map_err(|error| {
-        tracing::error!(%error, "a load answer is not JSON");
-        ApiError::Internal
-    })?;
-    Ok(CallToolResult::structured(result))
+    let skill = snapshot.ready()?.skill_named(&input.name)?;
+    let loaded = app.catalog.content(skill).await?.load(input.token_limit.unwrap_or_default());
+    Ok(CallToolResult::structured(serde_json::to_value(loaded).expect("load results are JSON")))
 }
 
 /// As `GET /search?q=&limit=` answers, with the same errors.
-async fn search_skills(app: &App, input: SearchSkills) -> Result<CallToolResult, ApiError> {
-    let query = SearchQuery::parse(&input.query).map_err(|error| ApiError::InvalidQuery(error.to_string()))?;
+async fn search_skills(app: &App, input: SearchSkills) -> Result<CallToolResult, ToolError> {
+    let query = SearchQuery::parse(&input.query).map_err(|error| ToolError::Input(error.to_string()))?;
     let limit = match input.limit {
-        None => crate::api::DEFAULT_SEARCH_LIMIT,
-        Some(limit) => {
-            usize::try_from(limit).ok().filter(|limit| (1..=MAX_SEARCH_LIMIT).contains(limit)).ok_or_else(|| {
-                ApiError::InvalidQuery(format!("`limit` must be an integer from 1 to {MAX_SEARCH_LIMIT}"))
-            })?
-        }
+        None => SearchLimit::DEFAULT,
+        Some(limit) => SearchLimit::new(limit.into()).map_err(|error| ToolError::Input(error.to_string()))?,
     };
-    let answer = search_answer(app, &query, limit).await?;
-    let result: serde_json::Value = serde_json::from_slice(&answer).map_err(|error| {
-        tracing::error!(%error, "a search answer is not JSON");
-        ApiError::Internal
-    })?;
-    Ok(CallToolResult::structured(result))
+    let answer = app.catalog.search(&app.catalog.snapshot(), &query, limit).await?;
+    Ok(CallToolResult::structured(serde_json::to_value(answer).expect("search answers are JSON")))
 }
 
-async fn read_skill_file(app: &App, input: ReadSkillFile) -> Result<CallToolResult, ApiError> {
+async fn read_skill_file(app: &App, input: ReadSkillFile) -> Result<CallToolResult, ToolError> {
     let snapshot = app.catalog.snapshot();
-    let skill = find(snapshot.ready()?, &input.name)?;
+    let skill = snapshot.ready()?.skill_named(&input.name)?;
     let file = skill.file(&input.path)?;
     let bytes = app.catalog.file(skill, file).await?;
     let uri = super::view::uri(skill.skill.name().as_str(), file.path.as_str());
@@ -190,7 +166,7 @@ async fn read_skill_file(app: &App, input: ReadSkillFile) -> Result<CallToolResu
         Ok(text) => ContentBlock::text(text),
         Err(error) => {
             let mime = media_type(&file.path);
-            ContentBlock::resource(super::server::contents(&uri, error.into_bytes(), &mime).with_mime_type(mime))
+            ContentBlock::resource(super::view::contents(&uri, error.into_bytes(), &mime).with_mime_type(mime))
         }
     };
     Ok(CallToolResult::success(vec![content]))

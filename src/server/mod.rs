@@ -17,11 +17,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt as _;
 
-use crate::api::{self, Limits};
 use crate::app::App;
 use crate::auth::TokenStore;
 use crate::catalog::{LiveCatalog, LiveOptions};
 use crate::config::SourceConfig;
+use crate::http::Limits;
 use crate::limits::{ConnectionLimits, StreamSlots, raise_descriptor_limit};
 use crate::observability::Metrics;
 use crate::sources::Sources;
@@ -78,24 +78,24 @@ const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 /// otherwise give a healthy-looking server without the skills it was meant to serve, and the
 /// only trace would be a diagnostic in `GET /skills`.
 fn warn_about_unusable_roots(sources: &Sources) {
-    for info in &sources.info {
-        for root in &info.roots {
+    for source in sources.iter() {
+        for root in source.folders() {
             let root_text = root.display();
             match std::fs::metadata(root) {
                 Ok(metadata) if metadata.is_dir() => {}
                 Ok(_) => tracing::warn!(
                     root = %root_text,
-                    source = info.label,
+                    source = source.label(),
                     "a configured root is not a folder: no skills are served from it until it becomes one"
                 ),
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => tracing::warn!(
                     root = %root_text,
-                    source = info.label,
+                    source = source.label(),
                     "a configured root does not exist: no skills are served from it until it is created"
                 ),
                 Err(error) => tracing::warn!(
                     root = %root_text,
-                    source = info.label,
+                    source = source.label(),
                     %error,
                     "a configured root cannot be examined: its skills may not be served"
                 ),
@@ -128,11 +128,11 @@ impl Server {
             Some(path) => Some(TokenStore::watch_file(path.clone(), options.token_recheck, stopping.clone())?),
             None => None,
         };
-        let sources = Sources::build(&options.sources).context("cannot set up the sources")?;
+        let metrics = Arc::new(Metrics::default());
+        let sources = Sources::build(&options.sources, &metrics).context("cannot set up the sources")?;
         warn_about_unusable_roots(&sources);
         let listener =
             TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
-        let metrics = Arc::new(Metrics::default());
         let catalog = LiveCatalog::start(sources, options.live.clone(), Arc::clone(&metrics), stopping.clone());
         let streams = StreamSlots::new(&limits);
         let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping, streams });
@@ -154,7 +154,7 @@ impl Server {
     /// new connections wait in the listen backlog, so the descriptors in reserve stay free.
     pub async fn run(self, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
         let Server { listener, app, options, limits, shutdown } = self;
-        let router = api::router(Arc::clone(&app), &options.limits);
+        let router = crate::router::router(Arc::clone(&app), &options.limits);
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(options.header_timeout)

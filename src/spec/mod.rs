@@ -1,6 +1,6 @@
 //! The agentskills.io specification's rules for a skill's `SKILL.md`, as `skillcat check --spec`
-//! reports them, and the naming rule that decides which skills the well-known index and MCP
-//! publish.
+//! reports them, and the reading of its whole YAML frontmatter that the catalog's publication rule
+//! and the pages use. (The naming rule itself is core's `SpecName`.)
 //!
 //! The rules are those of <https://agentskills.io/specification> (docs/specification.mdx of
 //! agentskills/agentskills, as of its main branch at 69ef37e, August 2026). Its MUSTs are errors: YAML frontmatter, a `name` of 1-64 lowercase
@@ -16,16 +16,12 @@
 mod json;
 mod yaml;
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-use skillcat_core::pystr;
+use serde::Serialize;
+use skillcat_core::{SpecName, pystr};
 
 pub use self::json::frontmatter_json;
 use self::yaml::{Entries, Node, ScalarKind};
 
-/// A name's length bound, in characters.
-pub const MAX_NAME_CHARS: usize = 64;
 /// A description's length bound, in characters (Unicode scalar values, as Python's `len`).
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 pub const MAX_COMPATIBILITY_CHARS: usize = 500;
@@ -34,107 +30,9 @@ pub const RECOMMENDED_MAX_LINES: usize = 500;
 /// The frontmatter keys the specification defines.
 pub const FIELDS: [&str; 6] = ["name", "description", "license", "compatibility", "metadata", "allowed-tools"];
 
-/// Whether `name` follows the specification's naming rule: 1-64 characters, lowercase letters
-/// `a-z`, digits and hyphens, no hyphen first, last or next to another.
+/// Whether `name` follows the specification's naming rule (see [`SpecName`]).
 pub fn is_valid_name(name: &str) -> bool {
     SpecName::parse(name).is_ok()
-}
-
-/// A skill name that follows the specification's naming rule (see [`is_valid_name`]). It can
-/// only be made valid, so what holds one needs no check; deserializing one checks it too.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(into = "String", try_from = "String")]
-pub struct SpecName(Box<str>);
-
-impl SpecName {
-    pub fn parse(name: &str) -> Result<SpecName, InvalidSpecName> {
-        let problem = if name.is_empty() {
-            Some(NameProblem::Empty)
-        } else if let Some(found) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-')) {
-            Some(NameProblem::Character { found })
-        } else if name.len() > MAX_NAME_CHARS {
-            // Only ASCII remains here, so bytes are characters.
-            Some(NameProblem::TooLong { chars: name.len() })
-        } else if name.starts_with('-') || name.ends_with('-') {
-            Some(NameProblem::EdgeHyphen)
-        } else if name.contains("--") {
-            Some(NameProblem::DoubleHyphen)
-        } else {
-            None
-        };
-        match problem {
-            None => Ok(SpecName(name.into())),
-            Some(problem) => Err(InvalidSpecName { name: shown(name), problem }),
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<&str> for SpecName {
-    type Error = InvalidSpecName;
-
-    fn try_from(name: &str) -> Result<Self, Self::Error> {
-        SpecName::parse(name)
-    }
-}
-
-impl TryFrom<String> for SpecName {
-    type Error = InvalidSpecName;
-
-    fn try_from(name: String) -> Result<Self, Self::Error> {
-        SpecName::parse(&name)
-    }
-}
-
-impl From<SpecName> for String {
-    fn from(name: SpecName) -> String {
-        name.0.into()
-    }
-}
-
-impl AsRef<str> for SpecName {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for SpecName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Why a name does not follow the naming rule; it reads "'Name' holds 'N': only ...".
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("'{name}' {problem}")]
-pub struct InvalidSpecName {
-    /// The name, cut to a length a message can carry.
-    name: String,
-    problem: NameProblem,
-}
-
-impl InvalidSpecName {
-    pub fn problem(&self) -> &NameProblem {
-        &self.problem
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum NameProblem {
-    #[error("is empty")]
-    Empty,
-    #[error("holds {found:?}: only lowercase letters a-z, digits and hyphens are allowed")]
-    Character { found: char },
-    #[error("is {chars} characters long: at most {MAX_NAME_CHARS} are allowed")]
-    TooLong { chars: usize },
-    #[error("starts or ends with a hyphen")]
-    EdgeHyphen,
-    #[error("has two hyphens in a row")]
-    DoubleHyphen,
 }
 
 /// How much a finding says.

@@ -99,7 +99,7 @@ async fn assert_unauthorized(response: reqwest::Response, invalid_token: bool, w
 
 /// Every operation of the OpenAPI document, as (method, concrete path).
 fn operations() -> Vec<(Method, String, bool)> {
-    let document: Value = serde_json::from_str(&skillcat::api::openapi_document()).expect("the document");
+    let document: Value = serde_json::from_str(&skillcat::router::openapi_document()).expect("the document");
     let mut operations = Vec::new();
     for (template, item) in document["paths"].as_object().expect("paths") {
         let mut path = template.replace("{name}", "alpha").replace("{path}", "SKILL.md");

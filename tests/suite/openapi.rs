@@ -13,7 +13,7 @@ fn checked_in() -> PathBuf {
 
 #[test]
 fn the_checked_in_document_is_current() {
-    let generated = skillcat::api::openapi_document();
+    let generated = skillcat::router::openapi_document();
     if std::env::var_os("SKILLCAT_UPDATE_OPENAPI").is_some() {
         std::fs::write(checked_in(), &generated).expect("write openapi/openapi.json");
     }

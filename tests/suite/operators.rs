@@ -198,7 +198,7 @@ async fn a_request_target_over_the_limit_is_a_414_problem() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_skill(&dir.path().join("alpha"), &skill_md(None, "Alpha.", ""));
     let app = TestApp::spawn_dir(dir.path()).await;
-    let limit = skillcat::api::MAX_URI_BYTES;
+    let limit = skillcat::http::MAX_URI_BYTES;
     let padded = |prefix: &str, length: usize| format!("{prefix}{}", "a".repeat(length - prefix.len()));
 
     // At the limit: routed as usual (no such skill route, so a 404).

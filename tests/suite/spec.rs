@@ -10,8 +10,9 @@ use std::process::{Command, Output};
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use skillcat::spec::{self, Finding, NameProblem, Rule, Severity, SpecName};
+use skillcat::spec::{self, Finding, Rule, Severity};
 use skillcat_core::SkillName;
+use skillcat_core::{NameProblem, SpecName};
 
 use crate::support::skills::write_skill;
 

@@ -101,14 +101,25 @@ impl std::str::FromStr for TokenLimit {
     }
 }
 
-/// The result of a budgeted load, field for field nagents' `SkillLoadResult`.
+/// The result of a budgeted load, field for field nagents' `SkillLoadResult`. With the `openapi`
+/// feature it is also its own OpenAPI schema (named `LoadResult`), so a service that answers it
+/// documents exactly this shape.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(as = LoadResult, description = "nagents' `SkillLoadResult`.")
+)]
 pub struct SkillLoadResult {
+    #[cfg_attr(feature = "openapi", schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$"))]
     pub name: SkillName,
     pub location: String,
+    /// The content cut to at most `4 * token_limit` UTF-8 bytes, never inside a character.
     pub content: String,
     pub truncated: bool,
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub estimated_tokens: u64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u32, minimum = 1, maximum = 100000))]
     pub token_limit: TokenLimit,
 }
 

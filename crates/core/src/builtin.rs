@@ -128,7 +128,7 @@ impl<E: RustEmbed> SkillDiscoverer for BuiltinSkillDiscoverer<E> {
         let mut found = Vec::new();
         let mut read = BTreeMap::new();
         for (folder, inside) in tree {
-            if !inside.iter().any(|path| path == "SKILL.md") {
+            if !inside.iter().any(|path| path == crate::SKILL_MD) {
                 continue;
             }
             let content = Self::read(&format!("{folder}/SKILL.md"))?;

@@ -73,46 +73,38 @@ impl CompositeSkillDiscoverer {
                 break;
             }
         }
-        self.compose(scans)
+        let discovery = compose(scans)?;
+        *self.owners.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(discovery.skills.clone());
+        Ok(discovery)
     }
+}
 
-    /// The composite of one scan of each source, in order, made by the caller (for example a
-    /// directory source's rescan of what changed), exactly as [`scan_sources`](Self::scan_sources)
-    /// composes its own; it becomes the catalog loads are checked against. Fails with the first
-    /// failed scan; sources after it need no scan.
-    pub fn compose(
-        &self,
-        scans: impl IntoIterator<Item = Result<Discovery, SkillError>>,
-    ) -> Result<CompositeDiscovery, SourceError> {
-        let mut owners: Vec<SourcedSkill> = Vec::new();
-        let mut shadowed = Vec::new();
-        let mut diagnostics = Vec::new();
-        let mut scans = scans.into_iter();
-        for source in 0..self.sources.len() {
-            let failed = |error| SourceError { index: source, error };
-            let scan = scans.next().unwrap_or_else(|| {
-                Err(SkillError::Io {
-                    context: "no scan of this source".to_owned(),
-                    source: std::io::ErrorKind::NotFound.into(),
-                })
-            });
-            let Discovery { skills, versions, files, diagnostics: skipped } = scan.map_err(failed)?;
-            diagnostics.extend(skipped.into_iter().map(|message| SourcedDiagnostic { source, message }));
-            let versions = versions.into_iter().map(Some).chain(std::iter::repeat(None));
-            let files = files.into_iter().map(Some).chain(std::iter::repeat_with(|| None));
-            let skills = skills.into_iter().zip(versions).zip(files).map(|((skill, version), files)| SourcedSkill {
-                skill,
-                source,
-                version,
-                files,
-            });
-            let skills = sorted_catalog(skills.collect(), |sourced| &sourced.skill).map_err(failed)?;
-            owners = merge(owners, skills.into_iter(), &mut shadowed);
-        }
-        let skills = owners.clone();
-        *self.owners.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(owners);
-        Ok(CompositeDiscovery { skills, shadowed, diagnostics })
+/// The catalog of several sources from one scan of each, in precedence order: the first source
+/// to name a skill owns it, and a later source's skill of the same name is shadowed; a name listed
+/// twice inside one source fails that source (nagents' `skill_catalog`). Fails with the first
+/// failed scan, so a caller may stop scanning at it.
+pub fn compose(
+    scans: impl IntoIterator<Item = Result<Discovery, SkillError>>,
+) -> Result<CompositeDiscovery, SourceError> {
+    let mut owners: Vec<SourcedSkill> = Vec::new();
+    let mut shadowed = Vec::new();
+    let mut diagnostics = Vec::new();
+    for (source, scan) in scans.into_iter().enumerate() {
+        let failed = |error| SourceError { index: source, error };
+        let Discovery { skills, versions, files, diagnostics: skipped } = scan.map_err(failed)?;
+        diagnostics.extend(skipped.into_iter().map(|message| SourcedDiagnostic { source, message }));
+        let versions = versions.into_iter().map(Some).chain(std::iter::repeat(None));
+        let files = files.into_iter().map(Some).chain(std::iter::repeat_with(|| None));
+        let skills = skills.into_iter().zip(versions).zip(files).map(|((skill, version), files)| SourcedSkill {
+            skill,
+            source,
+            version,
+            files,
+        });
+        let skills = sorted_catalog(skills.collect(), |sourced| &sourced.skill).map_err(failed)?;
+        owners = merge(owners, skills.into_iter(), &mut shadowed);
     }
+    Ok(CompositeDiscovery { skills: owners, shadowed, diagnostics })
 }
 
 /// Merges a later source's catalog (in name order) into the owners so far (in name order): a name

@@ -34,7 +34,9 @@ pub use budget::{
     budget_skill_content, estimate_skill_tokens,
 };
 pub use builtin::BuiltinSkillDiscoverer;
-pub use composite::{CompositeDiscovery, CompositeSkillDiscoverer, SourceError, SourcedDiagnostic, SourcedSkill};
+pub use composite::{
+    CompositeDiscovery, CompositeSkillDiscoverer, SourceError, SourcedDiagnostic, SourcedSkill, compose,
+};
 pub use directory::{AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, DirectorySkillDiscoverer, MAX_FILE_BYTES};
 pub use discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, skill_catalog};
 pub use files::{
@@ -44,4 +46,10 @@ pub use files::{
 pub use manifest::{MAX_SKILL_MANIFEST_TOKENS, render_skill_manifest};
 pub use metadata::{FALLBACK_DESCRIPTION, MetadataError, MetadataErrorKind, parse_skill_metadata};
 pub use references::explicit_skill_names;
-pub use skill::{InvalidSkill, MAX_DESCRIPTION_CHARS, MAX_LOCATION_CHARS, Skill, SkillName};
+pub use skill::{
+    InvalidSkill, InvalidSpecName, MAX_DESCRIPTION_CHARS, MAX_LOCATION_CHARS, MAX_SPEC_NAME_CHARS, NameProblem, Skill,
+    SkillName, SpecName,
+};
+
+/// The name of the file that makes a folder a skill, at the top of the folder.
+pub const SKILL_MD: &str = "SKILL.md";

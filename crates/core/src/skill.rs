@@ -1,4 +1,6 @@
-//! Skill descriptors, valid by construction.
+//! Skill descriptors and the names skills go by, valid by construction: nagents' name rule for
+//! the catalog ([`SkillName`]), and the agentskills.io rule for what the well-known indexes and
+//! MCP publish ([`SpecName`]).
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -80,6 +82,115 @@ impl fmt::Display for SkillName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// A skill name that follows the agentskills.io naming rule: 1-64 characters, lowercase letters
+/// `a-z`, digits and hyphens, no hyphen first, last or next to another. The catalog's names follow
+/// nagents' wider rule ([`SkillName`]); only skills whose names follow this one are published to
+/// installers and MCP hosts. Deserializing one checks it too.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct SpecName(Box<str>);
+
+/// A [`SpecName`]'s length bound, in characters.
+pub const MAX_SPEC_NAME_CHARS: usize = 64;
+
+impl SpecName {
+    pub fn parse(name: &str) -> Result<SpecName, InvalidSpecName> {
+        let problem = if name.is_empty() {
+            Some(NameProblem::Empty)
+        } else if let Some(found) = name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-')) {
+            Some(NameProblem::Character { found })
+        } else if name.len() > MAX_SPEC_NAME_CHARS {
+            // Only ASCII remains here, so bytes are characters.
+            Some(NameProblem::TooLong { chars: name.len() })
+        } else if name.starts_with('-') || name.ends_with('-') {
+            Some(NameProblem::EdgeHyphen)
+        } else if name.contains("--") {
+            Some(NameProblem::DoubleHyphen)
+        } else {
+            None
+        };
+        match problem {
+            None => Ok(SpecName(name.into())),
+            Some(problem) => Err(InvalidSpecName { name: shown(name), problem }),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<&str> for SpecName {
+    type Error = InvalidSpecName;
+
+    fn try_from(name: &str) -> Result<Self, Self::Error> {
+        SpecName::parse(name)
+    }
+}
+
+impl TryFrom<String> for SpecName {
+    type Error = InvalidSpecName;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        SpecName::parse(&name)
+    }
+}
+
+impl From<SpecName> for String {
+    fn from(name: SpecName) -> String {
+        name.0.into()
+    }
+}
+
+impl AsRef<str> for SpecName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SpecName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a name does not follow the agentskills.io naming rule; it reads "'Name' holds 'N': only ...".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{name}' {problem}")]
+pub struct InvalidSpecName {
+    /// The name, cut to a length a message can carry.
+    name: String,
+    problem: NameProblem,
+}
+
+impl InvalidSpecName {
+    pub fn problem(&self) -> &NameProblem {
+        &self.problem
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NameProblem {
+    #[error("is empty")]
+    Empty,
+    #[error("holds {found:?}: only lowercase letters a-z, digits and hyphens are allowed")]
+    Character { found: char },
+    #[error("is {chars} characters long: at most {MAX_SPEC_NAME_CHARS} are allowed")]
+    TooLong { chars: usize },
+    #[error("starts or ends with a hyphen")]
+    EdgeHyphen,
+    #[error("has two hyphens in a row")]
+    DoubleHyphen,
+}
+
+/// `text` as one line of at most 80 characters, for a message.
+fn shown(text: &str) -> String {
+    const WIDTH: usize = 80;
+    let line: String = text.chars().take(WIDTH + 1).map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if line.chars().count() <= WIDTH { line } else { line.chars().take(WIDTH - 1).chain(['…']).collect() }
 }
 
 /// Immutable discovery metadata. `location` is an opaque identifier owned by the source.

@@ -120,9 +120,9 @@ fn malformed_requests() -> Vec<Bad> {
     let long_name = "a".repeat(65);
     let longest_name = "a".repeat(64);
     let mut padded = b"{}".to_vec();
-    padded.resize(skillcat::api::MAX_BODY_BYTES, b' ');
+    padded.resize(skillcat::http::MAX_BODY_BYTES, b' ');
     let mut over = b"{}".to_vec();
-    over.resize(skillcat::api::MAX_BODY_BYTES + 1, b' ');
+    over.resize(skillcat::http::MAX_BODY_BYTES + 1, b' ');
     vec![
         // Skill names in the path.
         bad("GET", "/skills/a%20b", 400, "invalid-name"),

@@ -140,7 +140,7 @@ async fn a_body_that_arrives_too_slowly_is_408_at_the_body_deadline() {
 #[tokio::test]
 async fn a_body_announced_too_large_is_413_before_100_continue() {
     let (_dir, app) = serve_two_skills().await;
-    let max = skillcat::api::MAX_BODY_BYTES as u64;
+    let max = skillcat::http::MAX_BODY_BYTES as u64;
     for (length, expect) in [(max + 1, true), (1 << 40, true), (max + 1, false)] {
         let what = format!("Content-Length: {length}, Expect: {expect}");
         let stream = TcpStream::connect(app.address).await.expect("connect");
@@ -163,7 +163,7 @@ async fn a_body_announced_too_large_is_413_before_100_continue() {
     write_all(&stream, head.as_bytes()).await.expect("write");
     read_continue(&stream).await;
     let mut body = b"{}".to_vec();
-    body.resize(skillcat::api::MAX_BODY_BYTES, b' ');
+    body.resize(skillcat::http::MAX_BODY_BYTES, b' ');
     write_all(&stream, &body).await.expect("write the body");
     let answer = read_answer(&stream).await;
     assert_eq!((answer.status, answer.json()["content"].as_str()), (200, Some(ALPHA)), "{answer:?}");

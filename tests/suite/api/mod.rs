@@ -104,7 +104,7 @@ async fn assert_alive(app: &TestApp) {
 /// Every `route` label is a route template (or `unmatched`), never a raw path.
 fn assert_route_labels_are_templates(metrics: &str) {
     // The documented paths are the routes' templates.
-    let document: Value = serde_json::from_str(&skillcat::api::openapi_document()).expect("OpenAPI JSON");
+    let document: Value = serde_json::from_str(&skillcat::router::openapi_document()).expect("OpenAPI JSON");
     let templates: Vec<&String> = document["paths"].as_object().expect("paths").keys().collect();
     let mut labels = 0;
     for line in metrics.lines().filter(|line| !line.starts_with('#')) {

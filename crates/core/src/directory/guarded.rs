@@ -13,7 +13,7 @@ use crate::pystr;
 
 /// The largest `SKILL.md` read, in bytes.
 pub const MAX_FILE_BYTES: usize = 4_000_000;
-pub(crate) const SKILL_FILE: &str = "SKILL.md";
+pub(crate) use crate::SKILL_MD as SKILL_FILE;
 
 const DIRECTORY_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 const FILE_FLAGS: OFlags =

@@ -14,33 +14,22 @@
 //! walk's, so the walk order, both bounds and every diagnostic come out exactly as a full walk
 //! of the same tree would give them.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
-
-use super::guarded::{self, OsFailure, SKILL_FILE};
-use super::path::{AbsoluteRoot, join, last_component};
+use super::guarded::{self};
+use super::listing::{
+    Buffers, Diagnostic, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, Slot, Task, Visit, WINDOW,
+    identity, prepare, relist,
+};
+use super::path::{AbsoluteRoot, join};
 use crate::discover::ContentVersion;
-use crate::metadata::parse_fields;
-use crate::pystr;
-use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
+use crate::skill::Skill;
 
 const MAX_DIAGNOSTICS: usize = 20;
-const MAX_DIAGNOSTIC_PART: usize = 300;
 const ENTRY_LIMIT: &str = "discovery entry limit reached; increase max_entries";
 const DEPTH_LIMIT: &str = "discovery depth/entry limit reached";
-const LOCATION_NOT_UTF8: &str = "skill location is not valid UTF-8; rename the folder";
-/// Subfolders prepared ahead of the walk, per folder being walked. Each prepared folder holds a
-/// descriptor, so this (times the depth) bounds the descriptors a scan holds.
-const WINDOW: usize = 16;
-const MAX_THREADS: usize = 4;
-/// How often an idle helper looks for work again before it sleeps.
-const IDLE_POLLS: u32 = 64;
-/// Large enough for any single directory entry, so `getdents64` never fails with `EINVAL`.
-const LISTING_BUFFER: usize = 32 * 1024;
 
 /// A discovered skill and the index of the root it was found under.
 #[derive(Debug, Clone)]
@@ -103,9 +92,7 @@ impl Picture {
     }
 }
 
-/// What listing one folder gave: the folder, or why it could not be opened or listed.
-type Visit = Result<Folder, OsFailure>;
-
+/// A full walk of `roots`, every folder from disk.
 pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
     let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
@@ -168,38 +155,6 @@ pub(crate) fn scan_from(roots: &[AbsoluteRoot], max_entries: usize, max_depth: u
     walk.finish()
 }
 
-/// Lists a folder already open (a root opened to check its identity).
-fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder {
-    let (mut folder, fd) =
-        match rustix::fs::openat(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
-            Ok(again) => list(again, path, &mut buffers.listing),
-            Err(errno) => {
-                return Folder {
-                    names: Vec::new(),
-                    entries: Vec::new(),
-                    unexamined: Vec::new(),
-                    error: Some(OsFailure::new(errno, path)),
-                    skill: None,
-                };
-            }
-        };
-    let names = &folder.names;
-    let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
-    folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    if folder.error.is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
-        let location = join(path, SKILL_FILE.as_bytes());
-        folder.skill = Some(read_skill(fd.as_fd(), &location, &mut buffers.content));
-    }
-    folder
-}
-
-/// A folder's device and inode.
-// The field types of `struct stat` differ between architectures.
-#[allow(clippy::unnecessary_cast)]
-fn identity(fd: &OwnedFd) -> Option<(u64, u64)> {
-    rustix::fs::fstat(fd).ok().map(|stat| (stat.st_dev as u64, stat.st_ino as u64))
-}
-
 /// Whether one root lies within another (or repeats it). Nothing is followed, so otherwise every
 /// folder has exactly one path from one root, and no folder can be walked twice.
 fn roots_overlap(roots: &[AbsoluteRoot]) -> bool {
@@ -210,315 +165,6 @@ fn roots_overlap(roots: &[AbsoluteRoot]) -> bool {
         .iter()
         .enumerate()
         .any(|(i, a)| roots.iter().enumerate().any(|(j, b)| i != j && within(a.as_bytes(), b.as_bytes())))
-}
-
-/// A skipped path and why, rendered only if it is among the first 20.
-#[derive(Debug, Clone)]
-struct Diagnostic {
-    path: Vec<u8>,
-    message: Vec<u8>,
-    /// The error, when it says the process or the system ran out of resources.
-    exhausted: Option<rustix::io::Errno>,
-}
-
-impl Diagnostic {
-    fn new(path: &[u8], message: impl Into<Vec<u8>>) -> Self {
-        Diagnostic { path: path.to_vec(), message: message.into(), exhausted: None }
-    }
-
-    fn os(path: &[u8], failure: &OsFailure) -> Self {
-        let exhausted = guarded::exhausted(failure.errno).then_some(failure.errno);
-        Diagnostic { exhausted, ..Diagnostic::new(path, failure.message.as_str()) }
-    }
-
-    /// `f"{str(path)[:300]}: {str(error)[:300]}"`, undecodable bytes shown as U+FFFD.
-    fn render(&self) -> String {
-        let mut text = pystr::take_units(&self.path, MAX_DIAGNOSTIC_PART).to_vec();
-        text.extend_from_slice(b": ");
-        text.extend_from_slice(pystr::take_units(&self.message, MAX_DIAGNOSTIC_PART));
-        String::from_utf8_lossy(&text).into_owned()
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Directory,
-    SkillFile,
-    /// Symlinks, other files, special files, and entries that could not be examined: counted,
-    /// never followed or read.
-    Other,
-}
-
-/// Each thread's reusable buffers: one for `getdents64`, one for file content.
-struct Buffers {
-    listing: Vec<u8>,
-    content: Vec<u8>,
-}
-
-impl Default for Buffers {
-    fn default() -> Self {
-        Buffers { listing: Vec::with_capacity(LISTING_BUFFER), content: Vec::new() }
-    }
-}
-
-/// A listed entry; its name is `names[start..start + len]` of its listing.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    start: u32,
-    len: u32,
-    kind: Kind,
-}
-
-/// A folder opened and listed, with its `SKILL.md` already read: by a worker for a full walk, or
-/// from the picture.
-struct Prepared {
-    path: Vec<u8>,
-    visit: Arc<Visit>,
-    /// The folder's descriptor, when it was opened for this walk (never for one from the picture).
-    fd: Option<Arc<OwnedFd>>,
-}
-
-/// A folder's listing and its `SKILL.md`, as a walk saw them.
-#[derive(Debug)]
-pub(crate) struct Folder {
-    /// Every entry's name, back to back.
-    names: Vec<u8>,
-    /// Entries in code-point order of names.
-    entries: Vec<Entry>,
-    /// Entries whose type could not be looked up: their position in listing order (which decides
-    /// whether nagents reports them before the entry limit trips), name and error.
-    unexamined: Vec<(usize, Vec<u8>, OsFailure)>,
-    /// Listing failed after `entries`.
-    error: Option<OsFailure>,
-    skill: Option<Result<(Skill, ContentVersion), Diagnostic>>,
-}
-
-impl Folder {
-    fn name(&self, entry: Entry) -> &[u8] {
-        &self.names[entry.start as usize..(entry.start + entry.len) as usize]
-    }
-}
-
-enum Opener {
-    Root,
-    Child(Arc<OwnedFd>),
-}
-
-/// A folder to prepare, and where to put the result.
-struct Task {
-    opener: Opener,
-    path: Vec<u8>,
-    slot: Arc<Slot>,
-}
-
-/// Where a prepared folder is delivered; the walk waits on it only when no queued work is left
-/// for it to do itself.
-#[derive(Default)]
-struct Slot {
-    state: Mutex<SlotState>,
-    ready: Condvar,
-}
-
-#[derive(Default)]
-struct SlotState {
-    value: Option<Prepared>,
-    waiting: bool,
-}
-
-impl Slot {
-    fn put(&self, prepared: Prepared) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.value = Some(prepared);
-        if state.waiting {
-            self.ready.notify_one();
-        }
-    }
-
-    fn try_take(&self) -> Option<Prepared> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).value.take()
-    }
-
-    fn take(&self) -> Prepared {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let Some(prepared) = state.value.take() {
-                return prepared;
-            }
-            state.waiting = true;
-            state = self.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-}
-
-/// Folders to prepare, in the order the walk will need them. Wake-ups cost system calls, so a
-/// push wakes a helper only when one is idle.
-#[derive(Default)]
-struct Queue {
-    state: Mutex<QueueState>,
-    available: Condvar,
-}
-
-#[derive(Default)]
-struct QueueState {
-    tasks: VecDeque<Task>,
-    idle: usize,
-    closed: bool,
-}
-
-impl Queue {
-    fn push(&self, task: Task) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.tasks.push_back(task);
-        if state.idle > 0 {
-            self.available.notify_one();
-        }
-    }
-
-    fn try_pop(&self) -> Option<Task> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).tasks.pop_front()
-    }
-
-    fn close(&self) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.closed = true;
-        state.tasks.clear();
-        self.available.notify_all();
-    }
-
-    /// A helper thread's loop: prepare queued folders until the walk ends. The walk queues the
-    /// next folders within microseconds, so an idle helper polls briefly before it sleeps: a
-    /// sleep and its wake-up cost more than the folder.
-    fn serve(&self) {
-        let mut buffers = Buffers::default();
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut polls = 0;
-        loop {
-            if let Some(task) = state.tasks.pop_front() {
-                drop(state);
-                task.run(&mut buffers);
-                polls = 0;
-                state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            } else if state.closed {
-                return;
-            } else if polls < IDLE_POLLS {
-                drop(state);
-                polls += 1;
-                std::thread::yield_now();
-                state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            } else {
-                state.idle += 1;
-                state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
-                state.idle -= 1;
-                polls = 0;
-            }
-        }
-    }
-}
-
-impl Task {
-    fn run(self, buffers: &mut Buffers) {
-        self.slot.put(prepare(self.opener, self.path, buffers));
-    }
-}
-
-/// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
-fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
-    let opened = match &opener {
-        Opener::Root => guarded::open_root(&path),
-        Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(&path)),
-    };
-    let fd = match opened {
-        Ok(fd) => fd,
-        Err(failure) => return Prepared { path, visit: Arc::new(Err(failure)), fd: None },
-    };
-    let (mut folder, fd) = list(fd, &path, &mut buffers.listing);
-    let names = &folder.names;
-    let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
-    folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    if folder.error.is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
-        let location = join(&path, SKILL_FILE.as_bytes());
-        folder.skill = Some(read_skill(fd.as_fd(), &location, &mut buffers.content));
-    }
-    Prepared { path, visit: Arc::new(Ok(folder)), fd: Some(Arc::new(fd)) }
-}
-
-fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> (Folder, OwnedFd) {
-    let mut names = Vec::new();
-    let mut entries = Vec::new();
-    let mut unexamined = Vec::new();
-    let mut error = None;
-    let mut stream = RawDir::new(fd.as_fd(), buffer.spare_capacity_mut());
-    while let Some(entry) = stream.next() {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(errno) => {
-                error = Some(OsFailure::new(errno, path));
-                break;
-            }
-        };
-        let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
-        }
-        let file_type = match entry.file_type() {
-            FileType::Unknown => match rustix::fs::statat(fd.as_fd(), name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(stat) => FileType::from_raw_mode(stat.st_mode),
-                Err(errno) => {
-                    unexamined.push((entries.len(), name.to_vec(), OsFailure::new(errno, name)));
-                    FileType::Unknown
-                }
-            },
-            file_type => file_type,
-        };
-        let kind = match file_type {
-            FileType::Directory => Kind::Directory,
-            FileType::RegularFile if name == SKILL_FILE.as_bytes() => Kind::SkillFile,
-            _ => Kind::Other,
-        };
-        // A name is at most 255 bytes, and a listing that overflows u32 offsets would need
-        // millions of entries, far past any entry budget.
-        let start = u32::try_from(names.len()).unwrap_or(u32::MAX);
-        names.extend_from_slice(name);
-        entries.push(Entry { start, len: name.len() as u32, kind });
-    }
-    names.shrink_to_fit();
-    entries.shrink_to_fit();
-    (Folder { names, entries, unexamined, error, skill: None }, fd)
-}
-
-/// Reads and parses one `SKILL.md`; `path` is its location.
-fn read_skill(
-    folder: BorrowedFd<'_>,
-    path: &[u8],
-    buffer: &mut Vec<u8>,
-) -> Result<(Skill, ContentVersion), Diagnostic> {
-    let content = guarded::read_skill_file_into(folder, buffer).map_err(|error| {
-        let exhausted = match &error {
-            guarded::ReadError::Os(error) => error.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
-            _ => None,
-        };
-        Diagnostic {
-            exhausted: exhausted.filter(|&errno| guarded::exhausted(errno)),
-            ..Diagnostic::new(path, error.message())
-        }
-    })?;
-    let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
-    let folder_name = String::from_utf8_lossy(last_component(folder_path));
-    let location = String::from_utf8_lossy(path);
-    let message = match parse_fields(content, &folder_name) {
-        // The message starts with the location; Python prints its raw bytes.
-        Err(kind) => [path, kind.message("").as_bytes()].concat(),
-        Ok((name, description)) => match Skill::new(name, description, location.as_ref()) {
-            Err(error) => error.to_string().into_bytes(),
-            Ok(skill) if matches!(location, Cow::Borrowed(_)) => {
-                return Ok((skill, ContentVersion::of(content)));
-            }
-            Ok(_) if pystr::unit_len(path) > MAX_LOCATION_CHARS => InvalidSkill::Location.to_string().into_bytes(),
-            // nagents would publish a location that no JSON or manifest can carry.
-            Ok(_) => LOCATION_NOT_UTF8.as_bytes().to_vec(),
-        },
-    };
-    Err(Diagnostic::new(path, message))
 }
 
 /// Where a walk gets its folders.

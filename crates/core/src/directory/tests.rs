@@ -1,0 +1,204 @@
+use super::*;
+
+/// Set in a child process that runs one test alone.
+const CHILD: &str = "SKILLCAT_TEST_ALONE";
+
+/// Whether this is the child process that runs `test` alone (this same test binary, with no
+/// other test beside it). In the parent, runs that child, checks that it ran the test and
+/// passed, and gives false: tests that lower the process's limits must not starve the tests
+/// running beside them.
+pub(crate) fn in_child_alone(test: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads", "1", "--nocapture"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("1 passed"), "the child ran {test}: {stdout}");
+    false
+}
+
+/// Out of descriptors, a scan fails; it never reports the folders it could not open as empty.
+/// The descriptor limit is lowered in a child process (this same test binary, running only
+/// this test), since it would starve every other test running beside it.
+#[test]
+fn a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders() {
+    if !in_child_alone("directory::tests::a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Deep enough that the walk holds more folders open than the limit leaves.
+    let mut folder = dir.path().to_path_buf();
+    for depth in 0..12 {
+        for sibling in 0..4 {
+            let skill = folder.join(format!("s{sibling}"));
+            std::fs::create_dir_all(&skill).unwrap();
+            std::fs::write(skill.join("SKILL.md"), format!("---\nname: s{depth}x{sibling}\ndescription: d\n---\n"))
+                .unwrap();
+        }
+        folder = folder.join("s0");
+    }
+    let discoverer = DirectorySkillDiscoverer::new([dir.path()]).unwrap();
+    assert_eq!(discoverer.scan_blocking().unwrap().skills.len(), 48, "the whole tree, with descriptors");
+    let open = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let limit = rustix::process::Rlimit { current: Some(open as u64 + 4), maximum: Some(open as u64 + 4) };
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit).unwrap();
+    let error = discoverer.scan_blocking().expect_err("out of descriptors");
+    assert!(matches!(&error, SkillError::Io { source, .. } if source.raw_os_error() == Some(24)), "{error}");
+    assert!(error.to_string().starts_with("the scan stopped at "), "{error}");
+}
+
+/// One change to a tree, by paths relative to the root (from a small set, so that changes
+/// meet: a rename onto a folder that a later step writes into, a delete of a folder holding a
+/// skill, a symlink where a folder was).
+#[derive(Debug, Clone)]
+enum Change {
+    Skill { folder: usize, name: usize, description: usize },
+    Invalid { folder: usize },
+    File { folder: usize, bytes: usize },
+    Folder { folder: usize },
+    Remove { folder: usize },
+    Rename { from: usize, to: usize },
+    Link { folder: usize, target: usize },
+}
+
+const FOLDERS: [&str; 9] = ["a", "b", "a/x", "a/y", "b/x", "a/x/deep", "c", "a/x/deep/er", "d/e"];
+
+fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+    use proptest::prelude::*;
+    let folder = 0..FOLDERS.len();
+    prop_oneof![
+        4 => (folder.clone(), 0..4usize, 0..3usize)
+            .prop_map(|(folder, name, description)| Change::Skill { folder, name, description }),
+        1 => folder.clone().prop_map(|folder| Change::Invalid { folder }),
+        2 => (folder.clone(), 0..3usize).prop_map(|(folder, bytes)| Change::File { folder, bytes }),
+        2 => folder.clone().prop_map(|folder| Change::Folder { folder }),
+        2 => folder.clone().prop_map(|folder| Change::Remove { folder }),
+        2 => (folder.clone(), folder.clone()).prop_map(|(from, to)| Change::Rename { from, to }),
+        1 => (folder.clone(), folder).prop_map(|(folder, target)| Change::Link { folder, target }),
+    ]
+}
+
+/// Makes the folders of `relative` that are missing; gives the paths made, outermost first.
+fn make_folders(root: &std::path::Path, relative: &str) -> Vec<PathBuf> {
+    let mut made = Vec::new();
+    let mut path = root.to_path_buf();
+    for part in relative.split('/') {
+        path.push(part);
+        if std::fs::symlink_metadata(&path).is_ok_and(|metadata| !metadata.is_dir()) {
+            std::fs::remove_file(&path).unwrap();
+            made.push(path.clone());
+        }
+        if std::fs::create_dir(&path).is_ok() {
+            made.push(path.clone());
+        }
+    }
+    made
+}
+
+/// `path` with its folder resolved (the path a watcher reports for the entry), if the folder
+/// exists.
+fn real(path: &std::path::Path) -> Option<PathBuf> {
+    Some(path.parent()?.canonicalize().ok()?.join(path.file_name()?))
+}
+
+/// Applies `change` under `root`; gives every path a file watcher would name for it.
+fn apply(root: &std::path::Path, change: &Change) -> Vec<PathBuf> {
+    let at = |index: usize| root.join(FOLDERS[index]);
+    match *change {
+        Change::Skill { folder, name, description } => {
+            let mut paths = make_folders(root, FOLDERS[folder]);
+            let file = at(folder).join("SKILL.md");
+            let name = ["one", "two", "three", "four"][name];
+            std::fs::write(&file, format!("---\nname: {name}\ndescription: Version {description}.\n---\nBody\n"))
+                .unwrap();
+            paths.push(file);
+            paths
+        }
+        Change::Invalid { folder } => {
+            let mut paths = make_folders(root, FOLDERS[folder]);
+            let file = at(folder).join("SKILL.md");
+            std::fs::write(&file, "---\nname: not a valid name!\n---\n").unwrap();
+            paths.push(file);
+            paths
+        }
+        Change::File { folder, bytes } => {
+            let mut paths = make_folders(root, &format!("{}/references", FOLDERS[folder]));
+            let file = at(folder).join("references/notes.md");
+            std::fs::write(&file, "x".repeat(bytes * 7)).unwrap();
+            paths.push(file);
+            paths
+        }
+        Change::Folder { folder } => make_folders(root, FOLDERS[folder]),
+        Change::Remove { folder } => {
+            // A watcher names the folder where it is, not where a symlinked path leads.
+            let Some(path) = real(&at(folder)) else { return Vec::new() };
+            match std::fs::symlink_metadata(&path) {
+                Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
+                Ok(_) => std::fs::remove_file(&path).unwrap(),
+                Err(_) => return Vec::new(),
+            }
+            vec![path]
+        }
+        Change::Rename { from, to } => {
+            let (Some(from), Some(to)) = (real(&at(from)), real(&at(to))) else { return Vec::new() };
+            if to.starts_with(&from) || std::fs::symlink_metadata(&to).is_ok() || std::fs::rename(&from, &to).is_err() {
+                return Vec::new();
+            }
+            vec![from, to]
+        }
+        Change::Link { folder, target } => {
+            let path = at(folder);
+            let mut paths = make_folders(root, FOLDERS[folder]);
+            match std::fs::symlink_metadata(&path) {
+                Ok(metadata) if metadata.is_dir() => std::fs::remove_dir_all(&path).unwrap(),
+                Ok(_) => std::fs::remove_file(&path).unwrap(),
+                Err(_) => {}
+            }
+            std::os::unix::fs::symlink(at(target), &path).unwrap();
+            paths.push(path);
+            paths
+        }
+    }
+}
+
+/// A discovery as comparable text: skills, versions, files (with digests) and diagnostics,
+/// or the error.
+fn outcome(scan: Result<Discovery, SkillError>) -> String {
+    match scan {
+        Ok(discovery) => format!("{discovery:#?}"),
+        Err(error) => format!("error: {error}"),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// After any sequence of changes, a rescan of only what the changes named gives exactly
+    /// what a full scan of the final tree gives, also where the entry or depth bound cuts the
+    /// walk (a change early in walk order moves the bound for everything after it).
+    #[test]
+    fn a_rescan_of_the_changes_equals_a_full_scan(
+        bursts in proptest::collection::vec(proptest::collection::vec(change(), 1..4), 1..8),
+        max_entries in proptest::sample::select(vec![5usize, 9, 14, 10_000]),
+        max_depth in proptest::sample::select(vec![1usize, 2, 16]),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let entries = NonZeroUsize::new(max_entries).unwrap();
+        let live = DirectorySkillDiscoverer::with_limits([&root], entries, max_depth).unwrap();
+        let _ = live.scan_blocking();
+        for burst in &bursts {
+            let changed: Vec<PathBuf> = burst.iter().flat_map(|change| apply(&root, change)).collect();
+            let rescanned = live.rescan_blocking(&changed);
+            proptest::prop_assert!(rescanned.is_some(), "a rescan of changes beneath the root needs no full walk");
+            let fresh = DirectorySkillDiscoverer::with_limits([&root], entries, max_depth).unwrap();
+            proptest::prop_assert_eq!(outcome(rescanned.unwrap()), outcome(fresh.scan_blocking()), "after {:?}", burst);
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! The pages people browse: the catalog (`/`) and a page per skill (`/ui/skills/{name}`), rendered
+//! on the server from the snapshot and kept per catalog or skill version, a little JavaScript
+//! (`/ui/app.js`: search as you type, live updates from `/events`, copy buttons), and the login
+//! that lets a browser in when the server needs a token.
+//!
+//! Skills are untrusted: their Markdown is sanitized (`markdown`), and every page carries a strict
+//! Content-Security-Policy (scripts and styles from this origin only, no inline script or style,
+//! no frames, forms only to this origin), `nosniff` and `frame-ancestors 'none'`.
+
+mod login;
+mod markdown;
+mod templates;
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::app::App;
+use crate::catalog::{CatalogError, CatalogSkill, ETag, PreparedBody, blocking};
+use crate::http::{Headers, HttpError, Problem, SkillPath, prepared, responses};
+
+/// Skills on one page of the catalog.
+pub const PAGE_SIZE: usize = 500;
+
+/// The policy of every page: only this origin's script, style, images and connections; no inline
+/// script or style; no plugins, frames or base changes; forms post only here; no framing.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
+                   form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+const SCRIPT: &str = include_str!("assets/app.js");
+const STYLE: &str = include_str!("assets/style.css");
+
+pub fn router() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(catalog_page))
+        .routes(routes!(skill_page))
+        .routes(routes!(script))
+        .routes(routes!(style))
+        .merge(login::router())
+}
+
+/// An HTML page with the headers every page carries.
+pub fn html(body: impl Into<Bytes>) -> Response {
+    let mut response = body.into().into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    secure(headers);
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    response
+}
+
+/// A page kept for its version: tagged, conditional, gzip when the client takes it, with the
+/// headers every page carries.
+fn prepared_page(headers: &HeaderMap, page: &PreparedBody) -> Result<Response, HttpError> {
+    let mut response = prepared(headers, page, "text/html; charset=utf-8")?;
+    let headers = response.headers_mut();
+    secure(headers);
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    Ok(response)
+}
+
+/// The security headers of every page.
+fn secure(headers: &mut HeaderMap) {
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+}
+
+/// The frame of a page of `app` that follows `live`.
+fn frame<'a>(app: &App, title: &'a str, live: templates::Live<'a>) -> templates::Frame<'a> {
+    templates::Frame { title, live, login: app.tokens.is_some() }
+}
+
+/// An error as an HTML page (for a browser): its title and detail, and for a 401 the login form,
+/// which comes back to `path` (the request's path and query).
+pub fn error_page(problem: &Problem, path: &str) -> Bytes {
+    let frame = templates::Frame { title: problem.title, live: templates::Live::None, login: false };
+    let login = (problem.status == 401).then(|| login::safe_next(path));
+    Bytes::from(templates::error(&frame, problem.status, problem.title, &problem.detail, login).into_string())
+}
+
+#[derive(Debug, Deserialize)]
+struct CatalogQuery {
+    page: Option<String>,
+}
+
+/// The catalog: every skill in name order ([`PAGE_SIZE`] to a page), a search box, the shadowed
+/// skills and the diagnostics, and a badge that shows changes as they happen.
+#[utoipa::path(get, path = "/", tag = "pages",
+    params(
+        ("page" = Option<u32>, Query, description = "The page of skills, from 1", minimum = 1),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
+    ),
+    responses(
+        (status = 200, description = "The catalog page", body = String, content_type = "text/html; charset=utf-8",
+            headers(("ETag" = String, description = "Strong tag of the page; the gzip representation has its own"))),
+        (status = 304, description = "The client's copy is current"),
+        (status = 400, description = "`page` is not a positive integer", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`page` is past the catalog's last page", body = Problem, content_type = "application/problem+json"),
+        responses::RepresentationPreconditionFailed,
+        responses::Unavailable,
+    ))]
+async fn catalog_page(State(app): State<Arc<App>>, uri: Uri, Headers(headers): Headers) -> Result<Response, HttpError> {
+    let snapshot = app.catalog.snapshot();
+    let catalog = snapshot.ready()?;
+    let pages = catalog.skills.len().div_ceil(PAGE_SIZE).max(1);
+    let query: CatalogQuery = serde_urlencoded::from_str(uri.query().unwrap_or_default())
+        .map_err(|error| HttpError::InvalidQuery(format!("the query string cannot be read: {error}")))?;
+    let number = match query.page {
+        None => 1,
+        Some(page) => match page.parse::<usize>() {
+            Ok(number) if (1..=pages).contains(&number) => number,
+            Ok(number) if number > pages => return Err(HttpError::PageNotFound(pages)),
+            _ => return Err(HttpError::InvalidQuery("`page` must be a positive integer".to_owned())),
+        },
+    };
+    let pages_kept = catalog.views.of_listing::<PageCache<usize>>();
+    let kept = pages_kept.get_or_init(|| async { Arc::default() }).await;
+    if let Some(page) = kept.get(&number) {
+        return prepared_page(&headers, &page);
+    }
+    let start = (number - 1) * PAGE_SIZE;
+    let skills = &catalog.skills[start..(start + PAGE_SIZE).min(catalog.skills.len())];
+    let view = templates::CatalogPage { catalog, number, pages, skills };
+    let live = templates::Live::Catalog(catalog.listing.etag.as_str());
+    let page = templates::catalog(&frame(&app, "Catalog", live), &view).into_string();
+    prepared_page(&headers, &kept.insert(number, Bytes::from(page)))
+}
+
+/// A skill: its `SKILL.md` rendered, its frontmatter, its files (each linking to its bytes), its
+/// archive, and snippets to use it (curl, the Rust and Python clients, MCP, installers).
+#[utoipa::path(get, path = "/ui/skills/{name}", tag = "pages",
+    params(
+        ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
+    ),
+    responses(
+        (status = 200, description = "The skill's page", body = String, content_type = "text/html; charset=utf-8",
+            headers(("ETag" = String, description = "Strong tag of the page; the gzip representation has its own"))),
+        (status = 304, description = "The client's copy is current"),
+        responses::InvalidName,
+        responses::UnknownSkill,
+        responses::Changed,
+        responses::RepresentationPreconditionFailed,
+        responses::Unavailable,
+    ))]
+async fn skill_page(
+    State(app): State<Arc<App>>,
+    SkillPath(name): SkillPath,
+    Headers(headers): Headers,
+) -> Result<Response, HttpError> {
+    let snapshot = app.catalog.snapshot();
+    let catalog = snapshot.ready()?;
+    let skill = catalog.get(&name).ok_or_else(|| CatalogError::UnknownSkill(name.clone()))?;
+    let base = base_url(&headers);
+    let pages_kept = skill.views.of::<PageCache<Box<str>>>();
+    let kept = pages_kept.get_or_init(|| async { Arc::default() }).await;
+    if let Some(page) = kept.get(&base) {
+        return prepared_page(&headers, &page);
+    }
+    let text = app.catalog.content(skill).await?;
+    let not_installable = app.catalog.publication(skill).await.err().map(|why| why.to_string());
+    let login = app.tokens.is_some();
+    let (skill_for_render, base_for_render) = (Arc::clone(skill), base.clone());
+    let page = blocking(move || render_skill(login, &skill_for_render, text.text(), &base_for_render, not_installable))
+        .await
+        .map_err(|_| HttpError::ShuttingDown)?;
+    prepared_page(&headers, &kept.insert(base, page))
+}
+
+fn render_skill(login: bool, skill: &CatalogSkill, text: &str, base: &str, not_installable: Option<String>) -> Bytes {
+    let name = skill.skill.name().as_str();
+    let (files, skipped) = match skill.files() {
+        Ok((files, listed)) => (
+            Ok(listed),
+            files.listing.skipped().iter().map(|entry| (entry.path.clone(), entry.reason.to_string())).collect(),
+        ),
+        Err(error) => (Err(error.to_string()), Vec::new()),
+    };
+    let view = templates::SkillPage {
+        skill,
+        frontmatter: crate::spec::frontmatter_fields(text),
+        body: markdown::render(crate::spec::body_after_frontmatter(text), name),
+        files,
+        skipped,
+        not_installable,
+        base,
+    };
+    let live = templates::Live::Skill { name, etag: skill.entry.etag.as_str() };
+    let frame = templates::Frame { title: name, live, login };
+    Bytes::from(templates::skill(&frame, &view).into_string())
+}
+
+/// The server's base URL as the request reached it: the scheme a proxy in front says it used
+/// (`X-Forwarded-Proto: https`), else http; the `Host` header (checked by the router as a host and
+/// optional port), else the loopback default.
+fn base_url(headers: &HeaderMap) -> Box<str> {
+    let https = headers.get("x-forwarded-proto").is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"https"));
+    let host = headers.get(header::HOST).and_then(|host| host.to_str().ok()).unwrap_or("127.0.0.1:8080");
+    format!("{}://{host}", if https { "https" } else { "http" }).into()
+}
+
+/// The pages' script: search as you type, live updates, copy buttons.
+#[utoipa::path(get, path = "/ui/app.js", tag = "pages",
+    responses((status = 200, description = "The script", body = String, content_type = "text/javascript; charset=utf-8")))]
+async fn script() -> Response {
+    asset(SCRIPT, "text/javascript; charset=utf-8")
+}
+
+/// The pages' style sheet.
+#[utoipa::path(get, path = "/ui/style.css", tag = "pages",
+    responses((status = 200, description = "The style sheet", body = String, content_type = "text/css; charset=utf-8")))]
+async fn style() -> Response {
+    asset(STYLE, "text/css; charset=utf-8")
+}
+
+fn asset(text: &'static str, content_type: &'static str) -> Response {
+    let mut response = text.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// Pages kept by key, at most [`PageCache::CAPACITY`] of them: the keys come from requests (a
+/// `Host` header, a page number), so a client cannot make the cache grow without bound; past the
+/// bound a page is made for its request alone.
+#[derive(Debug)]
+pub struct PageCache<K> {
+    entries: Mutex<Vec<(K, Arc<PreparedBody>)>>,
+}
+
+impl<K> Default for PageCache<K> {
+    fn default() -> Self {
+        PageCache { entries: Mutex::new(Vec::new()) }
+    }
+}
+
+impl<K: PartialEq> PageCache<K> {
+    pub const CAPACITY: usize = 64;
+
+    /// The page kept for `key`.
+    pub fn get(&self, key: &K) -> Option<Arc<PreparedBody>> {
+        let entries = self.entries.lock().expect("page cache");
+        entries.iter().find(|(known, _)| known == key).map(|(_, page)| Arc::clone(page))
+    }
+
+    /// Prepares `page` (its tag, its gzip form) and keeps it for `key` while there is room;
+    /// answers the page kept for `key` (when two requests made the same page at once, the first
+    /// one's).
+    pub fn insert(&self, key: K, page: Bytes) -> Arc<PreparedBody> {
+        let etag = ETag::of(&[&page]);
+        let page = PreparedBody::new(page.into(), etag);
+        page.compress();
+        let page = Arc::new(page);
+        let mut entries = self.entries.lock().expect("page cache");
+        if let Some((_, kept)) = entries.iter().find(|(known, _)| *known == key) {
+            return Arc::clone(kept);
+        }
+        if entries.len() < Self::CAPACITY {
+            entries.push((key, Arc::clone(&page)));
+        }
+        page
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_kept_up_to_the_bound() {
+        let cache = PageCache::<usize>::default();
+        for key in 0..PageCache::<usize>::CAPACITY + 10 {
+            assert_eq!(cache.insert(key, Bytes::from(format!("{key}"))).bytes, format!("{key}"));
+        }
+        assert_eq!(cache.get(&0).unwrap().bytes, "0");
+        let last = PageCache::<usize>::CAPACITY - 1;
+        assert_eq!(cache.get(&last).unwrap().bytes, format!("{last}"));
+        assert!(cache.get(&PageCache::<usize>::CAPACITY).is_none(), "past the bound nothing is kept");
+        // The first page made for a key is the one answered, with its tag.
+        let again = cache.insert(0, Bytes::from_static(b"again"));
+        assert_eq!((again.bytes.as_ref(), &again.etag), (b"0".as_slice(), &ETag::of(&[b"0"])));
+        // A page large enough is kept compressed too.
+        assert!(cache.insert(1000, Bytes::from(vec![b'x'; 4096])).gzip().is_some());
+    }
+}

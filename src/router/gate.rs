@@ -1,0 +1,328 @@
+//! The two layers of the router, each one service with its own future.
+//!
+//! Every route passes the [`Gate`]: request id, request span, metrics, the checks of the request
+//! head (`Host`, target length), authentication, problem bodies for the framework's bare errors
+//! and panic catching. The bounded routes also pass the [`Limit`]: the concurrency cap (503 at
+//! capacity), the request timeout and the body deadline.
+//!
+//! axum clones a route's whole service for every request and boxes each layer added with
+//! `Router::layer` or `middleware::from_fn` again, so a stack of small layers costs dozens of
+//! allocations per request (most of a 304's instructions went to them). These two do the same
+//! work in the order the layers did, with no allocation of their own but the request id: the
+//! gate's `call` is the way in (`request_id`, `request_span`, `admit`), its future's `poll` the way
+//! out (`problem_for_bare_errors`, `html_for_browsers`, the id, `record`), each a function of its
+//! own.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse as _, Response};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower::{Layer, Service};
+
+use crate::app::App;
+use crate::http::{
+    BodyDeadline, HttpError, Limits, Problem, auth, browser_target, check_host, check_uri_length,
+    problem_for_bare_errors,
+};
+use crate::observability::Metrics;
+use crate::pages;
+
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The layer of every route: see the module documentation.
+#[derive(Clone)]
+pub(super) struct GateLayer {
+    app: Arc<App>,
+}
+
+impl GateLayer {
+    pub(super) fn new(app: Arc<App>) -> Self {
+        GateLayer { app }
+    }
+}
+
+impl<S> Layer<S> for GateLayer {
+    type Service = Gate<S>;
+
+    fn layer(&self, inner: S) -> Gate<S> {
+        Gate { inner, app: Arc::clone(&self.app) }
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct Gate<S> {
+    inner: S,
+    app: Arc<App>,
+}
+
+impl<S> Service<Request> for Gate<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = GateFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    /// The request's way in: its id, its span, then (inside the span) admission, then the route,
+    /// with a panic caught.
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        let started = Instant::now();
+        let route = request.extensions().get::<MatchedPath>().cloned();
+        let id = request_id(&request);
+        let span = request_span(&request, route.as_ref(), &id);
+        let mut browser = None;
+        let state = span.in_scope(|| {
+            tracing::debug!("started processing request");
+            match admit(&self.app, &mut request, &mut browser) {
+                Ok(()) => match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
+                    Ok(future) => State::Running { future },
+                    Err(_panic) => State::Answered { response: Some(HttpError::Internal.into_response()) },
+                },
+                Err(refused) => State::Answered { response: Some(refused.into_response()) },
+            }
+        });
+        GateFuture { state, started, route, id, browser, span, app: Arc::clone(&self.app) }
+    }
+}
+
+/// The client's own request id (kept, and sent back), or a new one.
+fn request_id(request: &Request) -> HeaderValue {
+    match request.headers().get(X_REQUEST_ID) {
+        Some(id) => id.clone(),
+        None => next_request_id(),
+    }
+}
+
+/// The request's span. A debug span, so that at the default `info` its fields are not formatted
+/// for every request; `RUST_LOG=skillcat::router=debug` shows it and its lines.
+fn request_span(request: &Request, route: Option<&MatchedPath>, id: &HeaderValue) -> tracing::Span {
+    tracing::debug_span!(
+        "request",
+        method = %request.method(),
+        route = route.map_or("unmatched", MatchedPath::as_str),
+        request_id = id.to_str().unwrap_or_default(),
+    )
+}
+
+/// Admission, outside the limits so that a request without credentials never takes a slot: the
+/// head first (as hyper's own checks of it), then the credentials. From the head on, a browser
+/// gets its errors as pages (`browser`: where it went), the login page for a 401 among them.
+fn admit(app: &App, request: &mut Request, browser: &mut Option<String>) -> Result<(), HttpError> {
+    check_host(request.version(), request.headers())?;
+    check_uri_length(request.uri())?;
+    *browser = browser_target(request);
+    auth::check(app, request)
+}
+
+pin_project_lite::pin_project! {
+    pub(super) struct GateFuture<F> {
+        #[pin]
+        state: State<F>,
+        started: Instant,
+        route: Option<MatchedPath>,
+        id: HeaderValue,
+        // Where a browser's request went, for its error page; `None` for other clients.
+        browser: Option<String>,
+        span: tracing::Span,
+        app: Arc<App>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProjection]
+    enum State<F> {
+        Running { #[pin] future: F },
+        Answered { response: Option<Response> },
+    }
+}
+
+impl<F> Future for GateFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    /// The answer's way out: the route's answer (a panic caught), errors as problems (as pages
+    /// for a browser), the request id, then the metrics.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let _entered = this.span.enter();
+        let response = match this.state.project() {
+            StateProjection::Running { future } => match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx)))
+            {
+                Ok(Poll::Pending) => return Poll::Pending,
+                Ok(Poll::Ready(Ok(response))) => problem_for_bare_errors(response),
+                // The panic's message went to the panic hook; the client gets a generic answer.
+                Err(_panic) => HttpError::Internal.into_response(),
+            },
+            StateProjection::Answered { response } => response.take().expect("a gate future is polled to its end once"),
+        };
+        let mut response = html_for_browsers(this.browser.as_deref(), response);
+        // Moved, not cloned: a clone of a value made from a slice allocates.
+        let id = std::mem::replace(this.id, HeaderValue::from_static(""));
+        response.headers_mut().entry(X_REQUEST_ID).or_insert(id);
+        record(&this.app.metrics, this.route.as_ref(), response.status(), this.started.elapsed());
+        Poll::Ready(Ok(response))
+    }
+}
+
+/// The request in the metrics, labelled with its route template as the OpenAPI document spells it
+/// (`{path}`, not axum's catch-all `{*path}`). A 5xx is an expected state here (not ready, a
+/// failed source, at capacity); real internal errors are logged where they happen.
+fn record(metrics: &Metrics, route: Option<&MatchedPath>, status: StatusCode, elapsed: Duration) {
+    let route = route.map_or("unmatched", MatchedPath::as_str);
+    match route.contains("{*") {
+        true => metrics.request(&route.replace("{*", "{"), status.as_u16(), elapsed),
+        false => metrics.request(route, status.as_u16(), elapsed),
+    }
+    tracing::debug!(status = status.as_u16(), latency = ?elapsed, "finished processing request");
+}
+
+/// The error answer for browsers: a browser (see [`browser_target`]) gets every problem as an HTML
+/// page, with the same status and headers; every other client keeps the problem document.
+fn html_for_browsers(target: Option<&str>, response: Response) -> Response {
+    let (Some(path), Some(problem)) = (target, response.extensions().get::<Problem>()) else {
+        return response;
+    };
+    let page = pages::error_page(problem, path);
+    let (mut parts, _) = response.into_parts();
+    let mut html = pages::html(page);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    for (name, value) in html.headers_mut().drain().filter_map(|(name, value)| Some((name?, value))) {
+        parts.headers.insert(name, value);
+    }
+    // An error page is never kept.
+    parts.headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Response::from_parts(parts, html.into_body())
+}
+
+/// A request id unique within the process: a random-enough prefix and a counter, written on the
+/// stack without the formatting machinery (which cost more than the rest of the id): one
+/// allocation, the header value's.
+fn next_request_id() -> HeaderValue {
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    // `{pid:x}-{nanos:x}-`, at most 26 bytes.
+    let prefix = PREFIX.get_or_init(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        format!("{:x}-{:x}-", std::process::id(), nanos & 0xffff_ffff)
+    });
+    let mut id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (id % 10) as u8;
+        id /= 10;
+        if id == 0 {
+            break;
+        }
+    }
+    let digits = &digits[start..];
+    let mut buffer = [0u8; 64];
+    let prefix = prefix.as_bytes();
+    buffer[..prefix.len()].copy_from_slice(prefix);
+    buffer[prefix.len()..prefix.len() + digits.len()].copy_from_slice(digits);
+    HeaderValue::from_bytes(&buffer[..prefix.len() + digits.len()]).expect("hex digits, decimal digits and hyphens")
+}
+
+/// The layer of the bounded routes: see the module documentation.
+#[derive(Clone)]
+pub(super) struct LimitLayer {
+    slots: Arc<Semaphore>,
+    request_timeout: Duration,
+    body_timeout: Duration,
+}
+
+impl LimitLayer {
+    pub(super) fn new(limits: &Limits) -> Self {
+        LimitLayer {
+            // One semaphore for every bounded route and method together (axum layers each of
+            // them separately): the cap holds for all of them.
+            slots: Arc::new(Semaphore::new(limits.concurrency)),
+            request_timeout: limits.request_timeout,
+            body_timeout: limits.body_timeout,
+        }
+    }
+}
+
+impl<S> Layer<S> for LimitLayer {
+    type Service = Limit<S>;
+
+    fn layer(&self, inner: S) -> Limit<S> {
+        Limit { inner, limits: self.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub(super) struct Limit<S> {
+    inner: S,
+    limits: LimitLayer,
+}
+
+impl<S> Service<Request> for Limit<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = LimitFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        // At capacity the request is refused at once rather than queued.
+        let Ok(permit) = Arc::clone(&self.limits.slots).try_acquire_owned() else {
+            return LimitFuture::Refused { response: Some(HttpError::Overloaded.into_response()) };
+        };
+        // For `BoundedBody`, which reads request bodies within it.
+        request.extensions_mut().insert(BodyDeadline(self.limits.body_timeout));
+        LimitFuture::Running {
+            future: tokio::time::timeout(self.limits.request_timeout, self.inner.call(request)),
+            _permit: permit,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = LimitProjection]
+    pub(super) enum LimitFuture<F> {
+        Running { #[pin] future: tokio::time::Timeout<F>, _permit: OwnedSemaphorePermit },
+        Refused { response: Option<Response> },
+    }
+}
+
+impl<F> Future for LimitFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            LimitProjection::Running { future, .. } => match future.poll(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(Ok(answer)) => Poll::Ready(answer),
+                Poll::Ready(Err(_elapsed)) => Poll::Ready(Ok(HttpError::Timeout.into_response())),
+            },
+            LimitProjection::Refused { response } => {
+                Poll::Ready(Ok(response.take().expect("a limit future is polled to its end once")))
+            }
+        }
+    }
+}

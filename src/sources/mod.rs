@@ -1,0 +1,143 @@
+//! The sources of the live catalog, behind one seam: a [`Source`] is scanned (or rescanned from
+//! the changes a file watcher named), loads its skills' `SKILL.md`, reads a file beneath a
+//! skill, and says which folders a live catalog must watch for it. [`Sources`] holds the
+//! configured ones, in precedence order, and scans them; their catalogs are composed with core's
+//! rules ([`skillcat_core::compose`]: the first source to name a skill owns it).
+//!
+//! Adding a kind of source: a module here with a type that implements [`Source`], its
+//! `[[sources]]` table in `config.rs`, and its arm in [`Sources::build`].
+
+mod builtin;
+mod directory;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use skillcat_core::{CompositeDiscovery, Discovery, Skill, SkillDiscoverer, SkillError, SkillFilePath, SourceError};
+
+pub use self::builtin::{BuiltinSkills, BuiltinSource};
+pub use self::directory::DirectorySource;
+use crate::config::SourceConfig;
+use crate::observability::Metrics;
+
+/// A source of skills for the live catalog: the discoverer protocol (scan, load), and what a live
+/// catalog needs beyond it.
+#[async_trait]
+pub trait Source: SkillDiscoverer {
+    /// The label its skills and diagnostics carry (their `source` in every answer).
+    fn label(&self) -> &str;
+
+    /// The folders on disk the source reads, made absolute: a live catalog watches them, and
+    /// gives what changed beneath them to [`rescan`](Self::rescan).
+    fn folders(&self) -> &[PathBuf] {
+        &[]
+    }
+
+    /// Whether a change at `path` can be given to [`rescan`](Self::rescan).
+    fn covers(&self, _path: &Path) -> bool {
+        false
+    }
+
+    /// A scan after changes at `changed` (absolute paths, as a file watcher reports them) that
+    /// reads only what they may have touched, with exactly a full scan's outcome; `None` when
+    /// only a full scan can tell.
+    async fn rescan(&self, _changed: &Arc<Vec<PathBuf>>) -> Option<Result<Discovery, SkillError>> {
+        None
+    }
+
+    /// The bytes of `path`, a listed file of `skill` (a current descriptor of this source), at
+    /// most `max_bytes`; the caller checks them against the listed digest.
+    fn read_file_blocking(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError>;
+
+    /// As [`read_file_blocking`](Self::read_file_blocking), off the async workers where it
+    /// touches disk.
+    async fn read_file(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError>;
+}
+
+/// The configured sources, in precedence order, each held once.
+pub struct Sources {
+    sources: Vec<Arc<dyn Source>>,
+}
+
+impl Sources {
+    /// The sources `configs` describe. Scans count into `metrics`.
+    pub fn build(configs: &[SourceConfig], metrics: &Arc<Metrics>) -> std::io::Result<Self> {
+        let sources =
+            configs
+                .iter()
+                .map(|config| -> std::io::Result<Arc<dyn Source>> {
+                    Ok(match config {
+                        SourceConfig::Directory { name, roots, max_entries, max_depth } => Arc::new(
+                            DirectorySource::new(name.clone(), roots, *max_entries, *max_depth, Arc::clone(metrics))?,
+                        ),
+                        SourceConfig::Builtin { name } => Arc::new(BuiltinSource::new(name.clone())),
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+        Ok(Sources { sources })
+    }
+
+    pub fn len(&self) -> usize {
+        self.sources.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty()
+    }
+
+    /// Source `index`, in precedence order.
+    pub fn get(&self, index: usize) -> &Arc<dyn Source> {
+        &self.sources[index]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Source>> {
+        self.sources.iter()
+    }
+
+    pub fn label(&self, index: usize) -> &str {
+        self.sources[index].label()
+    }
+
+    /// Whether every change at `paths` can be rescanned from changes alone by the source it lies
+    /// beneath.
+    pub fn cover(&self, paths: &[PathBuf]) -> bool {
+        paths.iter().all(|path| self.sources.iter().any(|source| source.covers(path)))
+    }
+
+    /// One scan of every source, in order, composed: with `changed`, each source that can rescans
+    /// from those changes (the others scan fully). Stops at the first source that fails.
+    pub async fn scan(&self, changed: Option<&Arc<Vec<PathBuf>>>) -> Result<CompositeDiscovery, SourceError> {
+        let mut scans = Vec::with_capacity(self.sources.len());
+        for source in &self.sources {
+            let rescanned = match changed {
+                Some(changed) => source.rescan(changed).await,
+                None => None,
+            };
+            let scan = match rescanned {
+                Some(scan) => scan,
+                None => source.scan().await,
+            };
+            let failed = scan.is_err();
+            scans.push(scan);
+            if failed {
+                break;
+            }
+        }
+        skillcat_core::compose(scans)
+    }
+}
+
+/// The value of a blocking task, its panic resumed; a task the runtime cancelled (it is shutting
+/// down) is an I/O error.
+async fn run_blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, SkillError> + Send + 'static,
+) -> Result<T, SkillError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(error) => {
+            Err(SkillError::Io { context: "the scan was cancelled".to_owned(), source: std::io::Error::other(error) })
+        }
+    }
+}
