@@ -1,6 +1,8 @@
 """Helpers shared by the benchmarks: the machine, builds, processes, HTTP and memory.
 
-Standard library only.
+Standard library only. Starting servers, writing skills and files, and free ports come from
+tests/support/skillcat_support.py, shared with the Python tests; the benchmarks import them from
+here.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ import platform
 import pwd
 import grp
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from skillcat_support import Process, Server, ServerError, free_port, skill_md, write_atomic  # noqa: E402,F401
 
 
 class BenchError(Exception):
@@ -137,56 +139,16 @@ def cargo_build(arguments: list[str], product: str) -> Path:
 # --- processes ---------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def current_user_and_group() -> tuple[str, str]:
     return pwd.getpwuid(os.geteuid()).pw_name, grp.getgrgid(os.getegid()).gr_name
 
 
-class Process:
-    """A server this run started; stopped with SIGTERM (then SIGKILL) by `stop()`."""
-
-    def __init__(self, name: str, command: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
-        self.name = name
-        self.command = command
-        self.log_path = log_path
-        with open(log_path, "wb") as log_file:
-            self.popen = subprocess.Popen(
-                command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-            )
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def check_alive(self) -> None:
-        if self.popen.poll() is not None:
-            raise BenchError(
-                f"{self.name} exited with status {self.popen.returncode}: {' '.join(self.command)}\n"
-                f"{self.log_tail()}"
-            )
-
-    def log_tail(self, limit: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-limit:]
-        except OSError:
-            return ""
-
-    def stop(self, grace: float = 10.0) -> int | None:
-        """Stops the process; its exit status, or None if it had to be killed."""
-        if self.popen.poll() is not None:
-            return self.popen.returncode
-        self.popen.send_signal(signal.SIGTERM)
-        try:
-            return self.popen.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait()
-            return None
+def runtime_env(workers: int) -> dict[str, str]:
+    """This environment with `workers` runtime threads (TOKIO_WORKER_THREADS) and without RUST_LOG:
+    the default filter (info) writes no line per request."""
+    env = dict(os.environ, TOKIO_WORKER_THREADS=str(workers))
+    env.pop("RUST_LOG", None)
+    return env
 
 
 def memory_of(pid: int) -> dict[str, int]:
@@ -264,7 +226,8 @@ def request(
 
 
 def wait_until(ready, timeout: float, what: str, process: Process | None = None) -> float:
-    """Calls `ready()` until it is true; the seconds that took."""
+    """Calls `ready()` until it is true; the seconds that took. ServerError as soon as `process`
+    has exited."""
     started = time.perf_counter()
     while True:
         if process is not None:

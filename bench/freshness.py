@@ -27,13 +27,13 @@ import math
 import os
 import platform
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import Server, ServerError, free_port, skill_md, write_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 # skillcat's default bound on the entries (folders and files) one directory source may walk.
@@ -46,14 +46,7 @@ def log(message: str) -> None:
 
 def skill_text(description: str, body: str) -> str:
     # No `name` in the frontmatter: the folder names the skill.
-    return f"---\ndescription: {description}\n---\n{body}\n"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Writes a file as editors and deploy tools do: a temporary file renamed over it."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.rename(temporary, path)
+    return skill_md(None, description, f"{body}\n")
 
 
 def build_tree(tree: Path, count: int) -> list[str]:
@@ -65,12 +58,6 @@ def build_tree(tree: Path, count: int) -> list[str]:
         (folder / "SKILL.md").write_text(skill_text(f"Skill {index}, version 0.", f"Body of {name}.\n"), "utf-8")
         names.append(name)
     return names
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def machine() -> str:
@@ -188,8 +175,9 @@ def measure(binary: Path, skills: int = 200, changes: int = 100, change_timeout:
     present = build_tree(tree, skills)
     log(f"  built in {time.perf_counter() - started:.1f} s")
 
+    # A port chosen here: RUST_LOG=warn hides the line in which a server on port 0 says its own.
     port = free_port()
-    command = [str(binary), "serve", "--listen", f"127.0.0.1:{port}"]
+    arguments: list[str] = []
     # Folders and files each count as an entry; leave room for the skills the run adds.
     entries = 2 * (skills + changes) + 16
     if entries > DEFAULT_MAX_ENTRIES:
@@ -199,31 +187,23 @@ def measure(binary: Path, skills: int = 200, changes: int = 100, change_timeout:
             f'[[sources]]\nkind = "directory"\nroots = [{json.dumps(str(tree))}]\nmax_entries = {max_entries}\n',
             encoding="utf-8",
         )
-        command += ["--config", str(config)]
+        arguments += ["--config", str(config)]
         how = f"--config (max_entries = {max_entries})"
     else:
-        command += ["--no-builtin", "--dir", str(tree)]
+        arguments += ["--no-builtin", "--dir", str(tree)]
         how = "--dir"
     log(f"starting {binary.name} on 127.0.0.1:{port} with {how}")
     environment = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-    with open(server_log, "wb") as log_file:
-        server = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
     failures: list[str] = []
     latencies: dict[str, list[float]] = {"edit": [], "add": [], "delete": []}
+    server: Server | None = None
     try:
-        started = time.perf_counter()
-        while True:
-            if server.poll() is not None:
-                raise SetupError(f"the server exited with {server.returncode}:\n{server_log.read_text(errors='replace')}")
-            try:
-                if get(port, "/readyz", timeout=1.0)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.perf_counter() - started > 120:
-                raise SetupError("the server was not ready within 120 s")
-            time.sleep(0.01)
-        ready = time.perf_counter() - started
+        try:
+            server = Server(binary, arguments, listen=f"127.0.0.1:{port}", timeout=120, probe_timeout=1.0,
+                            env=environment, log_path=server_log)
+        except ServerError as error:
+            raise SetupError(str(error)) from error
+        ready = server.ready_after
         log(f"  ready after {ready * 1000:.0f} ms")
 
         catalog = Catalog(port)
@@ -245,7 +225,7 @@ def measure(binary: Path, skills: int = 200, changes: int = 100, change_timeout:
                 version = versions.get(name, 0) + 1
                 versions[name] = version
                 description = f"{name}, version {version}."
-                write_atomically(tree / name / "SKILL.md", skill_text(description, f"Body of {name}.\n"))
+                write_atomic(tree / name / "SKILL.md", skill_text(description, f"Body of {name}.\n"))
                 written = time.perf_counter()
                 check = lambda listed, name=name, description=description: (  # noqa: E731
                     name in listed and listed[name]["description"] == description
@@ -255,7 +235,7 @@ def measure(binary: Path, skills: int = 200, changes: int = 100, change_timeout:
                 added += 1
                 folder = tree / name
                 folder.mkdir()
-                write_atomically(folder / "SKILL.md", skill_text(f"Added skill {name}.", "New.\n"))
+                write_atomic(folder / "SKILL.md", skill_text(f"Added skill {name}.", "New.\n"))
                 written = time.perf_counter()
                 present.append(name)
                 check = lambda listed, name=name: name in listed  # noqa: E731
@@ -284,16 +264,7 @@ def measure(binary: Path, skills: int = 200, changes: int = 100, change_timeout:
     finally:
         # Shut down: SIGTERM, then it must exit within 10 s.
         stopping = time.perf_counter()
-        exit_code = None
-        if server.poll() is None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                exit_code = server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-        else:
-            exit_code = server.returncode
+        exit_code = server.stop(10) if server is not None else None
         stopped_after = time.perf_counter() - stopping
         if not keep:
             shutil.rmtree(work, ignore_errors=True)

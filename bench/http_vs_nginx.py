@@ -28,6 +28,7 @@ from pathlib import Path
 from common import (
     BenchError,
     Process,
+    Server,
     cpu_seconds,
     current_user_and_group,
     free_port,
@@ -35,6 +36,7 @@ from common import (
     memory_of,
     process_tree,
     request,
+    runtime_env,
     wait_until,
     which,
 )
@@ -132,25 +134,21 @@ def write_config(work: Path, tree: Path, max_entries: int) -> Path:
 # --- skillcat ----------------------------------------------------------------------------------
 
 
-def start_skillcat(binary: Path, arguments: list[str], work: Path, workers: int, expect_skills: int | None) -> tuple[Process, int]:
+def start_skillcat(binary: Path, arguments: list[str], work: Path, workers: int, expect_skills: int | None) -> tuple[Server, int]:
     """`skillcat serve` on a free port with `workers` runtime threads; ready, with the catalog."""
     port = free_port()
-    env = dict(os.environ, TOKIO_WORKER_THREADS=str(workers))
-    env.pop("RUST_LOG", None)  # the default filter (info) writes no line per request
-    server = Process(
-        "skillcat", [str(binary), "serve", "--listen", f"127.0.0.1:{port}", *arguments], work / f"skillcat-{port}.log", env
-    )
-    try:
-        wait_until(lambda: request(port, "GET", "/readyz", timeout=2).status == 200, 180, "skillcat was not ready", server)
-        if expect_skills is not None:
-            def complete() -> bool:
-                answer = request(port, "GET", "/skills")
-                return answer.status == 200 and len(json.loads(answer.body)["skills"]) == expect_skills
+    server = Server(binary, arguments, listen=f"127.0.0.1:{port}", timeout=180, env=runtime_env(workers),
+                    log_path=work / f"skillcat-{port}.log")
+    if expect_skills is not None:
+        def complete() -> bool:
+            answer = request(port, "GET", "/skills")
+            return answer.status == 200 and len(json.loads(answer.body)["skills"]) == expect_skills
 
+        try:
             wait_until(complete, 60, f"GET /skills did not list {expect_skills} skills", server)
-    except BaseException:
-        server.stop()
-        raise
+        except BaseException:
+            server.stop()
+            raise
     return server, port
 
 
@@ -222,8 +220,8 @@ def start_nginx(nginx: str, work: Path, workers: int, catalog: Path, load_path: 
                           capture_output=True, text=True)
     if test.returncode != 0:
         raise BenchError(f"nginx -t rejected {conf}:\n{test.stderr.strip()}")
-    server = Process("nginx", [nginx, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf)],
-                     work / f"nginx-{port}.log")
+    server = Process([nginx, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf)], name="nginx",
+                     log_path=work / f"nginx-{port}.log")
     try:
         wait_until(lambda: request(port, "GET", "/skills", timeout=2).status == 200, 30, "nginx did not answer", server)
     except BaseException:

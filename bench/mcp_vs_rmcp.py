@@ -43,6 +43,8 @@ from common import (  # noqa: E402
     REPO,
     BenchError,
     Process,
+    Server,
+    ServerError,
     cargo_build,
     command_version,
     cpu_model,
@@ -51,6 +53,7 @@ from common import (  # noqa: E402
     load_average,
     log,
     request,
+    runtime_env,
     target_dir,
     usable_cpus,
     wait_until,
@@ -182,12 +185,6 @@ def measure_server(label: str, port: int, settings: web.WrkSettings, work: Path)
     return outcome
 
 
-def start(name: str, command: list[str], log_path: Path, workers: int) -> Process:
-    env = dict(os.environ, TOKIO_WORKER_THREADS=str(workers))
-    env.pop("RUST_LOG", None)
-    return Process(name, command, log_path, env)
-
-
 def measure(binary: Path, peer: Path, sizes: list[int], settings: web.WrkSettings, workers: int, work: Path) -> dict:
     results = {}
     for size in sizes:
@@ -199,25 +196,25 @@ def measure(binary: Path, peer: Path, sizes: list[int], settings: web.WrkSetting
         # skillcat
         port = free_port()
         config = web.write_config(work, tree, max(100_000, 2 * entries))
-        server = start("skillcat", [str(binary), "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
-                       work / f"skillcat-{size}.log", workers)
+        skillcat = Server(binary, ["--config", str(config)], listen=f"127.0.0.1:{port}", timeout=180,
+                          env=runtime_env(workers), log_path=work / f"skillcat-{size}.log")
         try:
-            wait_until(lambda: request(port, "GET", "/readyz", timeout=2).status == 200, 180, "skillcat was not ready", server)
             wait_until(lambda: len(json.loads(request(port, "GET", "/skills").body)["skills"]) == size, 120,
-                       f"skillcat did not list {size} skills", server)
+                       f"skillcat did not list {size} skills", skillcat)
             row["skillcat"] = measure_server(f"skillcat-{size}", port, settings, work)
-            server.check_alive()
+            skillcat.check_alive()
         finally:
-            server.stop()
+            skillcat.stop()
         # the peer
         port = free_port()
-        server = start("mcp-peer", [str(peer), str(tree), f"127.0.0.1:{port}"], work / f"peer-{size}.log", workers)
+        rmcp = Process([peer, tree, f"127.0.0.1:{port}"], name="mcp-peer", env=runtime_env(workers),
+                       log_path=work / f"peer-{size}.log")
         try:
-            wait_until(lambda: "serving address=" in server.log_tail(), 300, "the peer did not start", server)
+            wait_until(lambda: "serving address=" in rmcp.log_tail(), 300, "the peer did not start", rmcp)
             row["peer"] = measure_server(f"peer-{size}", port, settings, work)
-            server.check_alive()
+            rmcp.check_alive()
         finally:
-            server.stop()
+            rmcp.stop()
         results[size] = row
     return results
 
@@ -307,6 +304,6 @@ def main() -> int:
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except BenchError as error:
+    except (BenchError, ServerError) as error:
         log(f"mcp_vs_rmcp: {error}")
         sys.exit(2)

@@ -12,9 +12,9 @@ Rows (each with its target):
   j  with --base-binary: the release binary's size against a build without the pages and search
      (grows by at most a few MiB)
 
-Needs Debian's chromium and chromium-driver; Selenium comes from .venv-browser (made as
-scripts/test-browser makes it when missing). Exit status 0 when every row ran, 1 when a target
-was missed, 2 when a row could not be measured.
+Needs Debian's chromium and chromium-driver; Selenium comes from .venv (scripts/setup-reference
+makes it when missing). Exit status 0 when every row ran, 1 when a target was missed, 2 when a
+row could not be measured.
 """
 
 from __future__ import annotations
@@ -34,24 +34,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-VENV = REPO / ".venv-browser"
-REQUIREMENTS = REPO / "tests/browser/requirements.txt"
 
-# Selenium is in .venv-browser: run there (made on first use, as scripts/test-browser does).
+# Selenium is in .venv: run there (scripts/setup-reference makes it, or remakes it when its pins
+# changed, and returns at once otherwise).
 try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 except ImportError:
     if os.environ.get("SKILLCAT_PAGES_BENCH_REEXEC"):
         raise
-    python = VENV / "bin/python"
-    installed = VENV / "requirements.txt"
-    if not installed.is_file() or installed.read_bytes() != REQUIREMENTS.read_bytes():
-        shutil.rmtree(VENV, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin/pip"), "install", "--quiet", "--disable-pip-version-check", "-r",
-                        str(REQUIREMENTS)], check=True)
-        shutil.copyfile(REQUIREMENTS, installed)
+    subprocess.run([str(REPO / "scripts/setup-reference")], check=True)
+    python = REPO / ".venv/bin/python"
     os.environ["SKILLCAT_PAGES_BENCH_REEXEC"] = "1"
     os.execv(str(python), [str(python), __file__, *sys.argv[1:]])
 
@@ -59,7 +52,7 @@ sys.path.insert(0, str(HERE))
 
 import discovery_ratio  # noqa: E402
 import http_vs_nginx as web  # noqa: E402
-from common import BenchError, cargo_build, cpu_model, git_revision, log, percentile, usable_cpus  # noqa: E402
+from common import BenchError, ServerError, cargo_build, cpu_model, git_revision, log, percentile, usable_cpus  # noqa: E402
 
 SKILLS = 10_000
 BEGIN = "<!-- bench/pages.py: begin -->"
@@ -258,7 +251,7 @@ def main() -> int:
             server.check_alive()
         finally:
             server.stop()
-    except BenchError as error:
+    except (BenchError, ServerError) as error:
         log(f"bench/pages.py: {error}")
         return 2
     finally:

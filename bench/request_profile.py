@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import socket
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import discovery_ratio  # noqa: E402
 import http_vs_nginx as web  # noqa: E402
-from common import BenchError, Process, free_port, log, request, wait_until  # noqa: E402
+from common import BenchError, Server, ServerError, free_port, log, request, runtime_env, wait_until  # noqa: E402
 
 
 @dataclass
@@ -206,17 +205,14 @@ def profile(args: argparse.Namespace, work: Path) -> dict:
     (tree / web.LARGE_SKILL / "SKILL.md").write_text(web.large_skill_text(), encoding="utf-8")
     config = web.write_config(work, tree, max(100_000, 2 * entries))
     port = free_port()
-    env = dict(os.environ, TOKIO_WORKER_THREADS=str(args.workers))
-    env.pop("RUST_LOG", None)
-    command = [
-        "valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.out", "--dump-instr=no",
-        str(args.binary), "serve", "--listen", f"127.0.0.1:{port}", "--config", str(config),
-    ]
-    log(" ".join(command))
-    server = Process("skillcat under callgrind", command, work / "server.log", env)
+    valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.out", "--dump-instr=no"]
+    # Under valgrind a start takes long, and so may each answer.
+    server = Server(args.binary, ["--config", str(config)], listen=f"127.0.0.1:{port}", wrapper=valgrind,
+                    timeout=300, probe_timeout=30, name="skillcat under callgrind", env=runtime_env(args.workers),
+                    log_path=work / "server.log")
+    log(f"{' '.join(server.command)}: ready after {server.ready_after:.0f} s")
     results = {}
     try:
-        wait_until(lambda: request(port, "GET", "/readyz", timeout=30).status == 200, 300, "not ready", server)
         listing = request(port, "GET", "/skills", timeout=60)
         catalog = json.loads(listing.body)
         if len(catalog["skills"]) != 200:
@@ -291,7 +287,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="skillcat-callgrind-"))
     try:
         results = profile(args, work)
-    except BenchError as error:
+    except (BenchError, ServerError) as error:
         print(f"request_profile: {error}", file=sys.stderr)
         return 2
     finally:

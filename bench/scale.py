@@ -44,7 +44,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import discovery_ratio  # noqa: E402
-from common import BenchError, Process, cpu_seconds, free_port, log, memory_of, percentile, request, wait_until  # noqa: E402
+from common import (  # noqa: E402
+    BenchError,
+    Server,
+    cpu_seconds,
+    free_port,
+    log,
+    memory_of,
+    percentile,
+    request,
+    skill_md,
+    write_atomic,
+)
 
 WATCH_LIMIT = Path("/proc/sys/fs/inotify/max_user_watches")
 UNSHARE = "/usr/bin/unshare"
@@ -103,13 +114,7 @@ class Poller:
 
 
 def skill_text(name: str, description: str) -> str:
-    return f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nChanged by the bench.\n"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.rename(temporary, path)
+    return skill_md(name, description, f"\n# {name}\n\nChanged by the bench.\n")
 
 
 def skill_folders(tree: Path) -> list[Path]:
@@ -129,14 +134,14 @@ def changes(tree: Path, port: int, count: int, timeout: float, tag: str) -> dict
         if kind == "edit":
             folder = folders[(change * 7919) % len(folders)]
             description = f"Edited by change {change} of run {tag}."
-            write_atomically(folder / "SKILL.md", skill_text(folder.name, description))
+            write_atomic(folder / "SKILL.md", skill_text(folder.name, description))
             needle = json.dumps(description).encode()
             check = lambda body, needle=needle: needle in body  # noqa: E731
         elif kind == "add":
             name = f"added-{tag}-{change:05d}"
             folder = folders[(change * 104729) % len(folders)].parent / name
             folder.mkdir()
-            write_atomically(folder / "SKILL.md", skill_text(name, "Added by the bench."))
+            write_atomic(folder / "SKILL.md", skill_text(name, "Added by the bench."))
             folders.append(folder)
             needle = f'"name":"{name}"'.encode()
             check = lambda body, needle=needle: needle in body  # noqa: E731
@@ -192,17 +197,17 @@ def exercise(port: int) -> None:
             raise BenchError(f"POST load answered {response.status}")
 
 
-def run_server(binary: Path, config: Path, log_path: Path, rescan_interval: int, watch_limit: int | None) -> Process:
-    port = free_port()
-    command = [str(binary), "serve", "--listen", f"127.0.0.1:{port}", "--config", str(config),
-               "--rescan-interval", str(rescan_interval)]
+def run_server(binary: Path, config: Path, log_path: Path, rescan_interval: int, watch_limit: int | None) -> Server:
+    """The server on the tree, ready (`ready_after`: the cold start); with `watch_limit`, in a user
+    namespace whose limit on inotify watches is that. On a port chosen here: RUST_LOG=warn hides
+    the line in which a server on port 0 would say its own."""
+    wrapper: list[str] = []
     if watch_limit is not None:
-        command = [UNSHARE, "--user", "--map-root-user", "/bin/sh", "-c",
-                   f'echo {watch_limit} > /proc/sys/user/max_inotify_watches && exec "$0" "$@"', *command]
+        wrapper = [UNSHARE, "--user", "--map-root-user", "/bin/sh", "-c",
+                   f'echo {watch_limit} > /proc/sys/user/max_inotify_watches && exec "$0" "$@"']
     environment = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
-    server = Process("skillcat", command, log_path, environment)
-    server.port = port  # type: ignore[attr-defined]
-    return server
+    return Server(binary, ["--config", str(config), "--rescan-interval", str(rescan_interval)],
+                  listen=f"127.0.0.1:{free_port()}", wrapper=wrapper, timeout=300, env=environment, log_path=log_path)
 
 
 def measure_size(binary: Path, work: Path, skills: int, count: int, exhausted: bool, cpu_requests: int) -> dict:
@@ -224,13 +229,11 @@ def measure_size(binary: Path, work: Path, skills: int, count: int, exhausted: b
     watch_limit = max(16, folders // 2) if exhausted else None
     # Exhausted, nothing but the fallback rescan can see a change: `--rescan-interval 0` shows it runs anyway.
     server = run_server(binary, config, work / f"server-{skills}-{exhausted}.log", 0 if exhausted else 30, watch_limit)
-    port = server.port  # type: ignore[attr-defined]
+    port = server.port
     result: dict = {"skills": skills, "entries": entries, "folders": folders, "exhausted": exhausted,
                     "watch_limit": watch_limit}
     try:
-        ready = wait_until(lambda: request(port, "GET", "/readyz", timeout=2).status == 200, 300,
-                           "the server was not ready", server)
-        result["ready_ms"] = ready * 1000
+        result["ready_ms"] = server.ready_after * 1000
         first = metrics(port)
         result["cold_scan_ms"] = first.get("skillcat_scan_duration_seconds_sum", 0) * 1000
         result["watch_incomplete"] = first.get("skillcat_watch_incomplete")

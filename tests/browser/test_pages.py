@@ -4,10 +4,11 @@ login with a token file. The two pages are saved as screenshots (docs/ keeps the
 
 from pathlib import Path
 
-from conftest import COLLECTIONS, console, skill_md, wait, write_skill
+from conftest import COLLECTIONS, console, wait
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from skillcat_support import skill_md, write_skill
 
 RELEASE_NOTES = """---
 name: release-notes

@@ -1,5 +1,7 @@
 """Shared pieces of the reliability suite (standard library only): the server process, skill
-trees, one HTTP exchange at a time over http.client, and the checks of entity tags."""
+trees, one HTTP exchange at a time over http.client, and the checks of entity tags. Starting the
+server and writing skills and files come from tests/support/skillcat_support.py, shared with
+the other Python tests and the benchmarks."""
 
 from __future__ import annotations
 
@@ -12,15 +14,20 @@ import os
 import re
 import resource
 import secrets
-import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "support"))
+import skillcat_support  # noqa: E402 - needs the path above
+# The suite's parts write their trees with these, as harness.skill_md and so on.
+from skillcat_support import skill_md, write_atomic, write_skill  # noqa: E402,F401
+
 DEFAULT_BINARY = REPO / "target" / "debug" / "skillcat"
 FALLBACK_DESCRIPTION = "Load with skill(name) for instructions."
 TAG = re.compile(r'^"[0-9a-f]{32}"$')
@@ -86,6 +93,7 @@ class Server:
         # The process's limit on open descriptors (soft and hard), when the test sets one.
         self.nofile = nofile
         self.log_path = workdir / "server.log"
+        self.served: skillcat_support.Server | None = None
         self.process: subprocess.Popen | None = None
         self.host = "127.0.0.1"
         self.port = 0
@@ -94,44 +102,28 @@ class Server:
         self._log_rest = b""
 
     def start(self, timeout: float = 30.0) -> None:
-        command = [str(self.binary), "serve", "--listen", "127.0.0.1:0", "--no-builtin", "--log-format", "json"]
-        for root in self.roots:
-            command += ["--dir", str(root)]
         if self.token_file is not None:
             self.token_file.write_text(f"{self.token}\n")
-            command += ["--token-file", str(self.token_file)]
+        # The suite's own settings only: none of a developer's SKILLCAT_* variables.
         env = {key: value for key, value in os.environ.items() if not key.startswith("SKILLCAT_")}
         env["RUST_LOG"] = self.rust_log
         env.update(self.extra_env)
-        log = open(self.log_path, "wb")
-        def limit_descriptors() -> None:
-            if self.nofile is not None:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+        nofile = self.nofile
 
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, preexec_fn=limit_descriptors
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while not self.port:
-            if self.process.poll() is not None:
-                raise CheckFailed(f"the server exited with {self.process.returncode}:\n{self.log_path.read_text()}")
-            if time.monotonic() > deadline:
-                raise CheckFailed("the server did not log its address")
-            for line in self.log_lines():
-                if line.get("message") == "serving" and "address" in line:
-                    self.host, port = line["address"].rsplit(":", 1)
-                    self.port = int(port)
-            time.sleep(0.02)
-        while True:
-            try:
-                if self.get("/readyz").status == 200:
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise CheckFailed("the server did not become ready")
-            time.sleep(0.02)
+        def limit_descriptors() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        # The fallback rescan as shipped (rescan_interval None): the suite tests the server as deployed.
+        arguments = skillcat_support.directory_arguments(self.roots, token_file=self.token_file, rescan_interval=None)
+        try:
+            self.served = skillcat_support.Server(
+                self.binary, arguments, timeout=timeout, env=env, log_path=self.log_path,
+                preexec_fn=limit_descriptors if nofile is not None else None,
+            )
+        except skillcat_support.ServerError as error:
+            raise CheckFailed(str(error)) from error
+        self.process = self.served.popen
+        self.host, self.port = self.served.host, self.served.port
 
     @property
     def pid(self) -> int:
@@ -153,13 +145,9 @@ class Server:
             connection.close()
 
     def log_lines(self) -> list[dict]:
-        lines = []
-        for raw in self.log_path.read_bytes().splitlines():
-            try:
-                lines.append(json.loads(raw))
-            except ValueError:
-                lines.append({"level": "RAW", "message": raw.decode("utf-8", "replace")})
-        return lines
+        """The log's lines so far (a line that is not JSON with level RAW)."""
+        assert self.served is not None
+        return self.served.log_records()
 
     def started_request_ids(self) -> set[str]:
         """The ids of the requests the server has started processing so far (needs
@@ -191,16 +179,9 @@ class Server:
 
     def stop(self, timeout: float = 10.0) -> tuple[int | None, float]:
         """SIGTERM, then the exit status and how long the exit took (None: killed after `timeout`)."""
-        assert self.process is not None
+        assert self.served is not None
         started = time.monotonic()
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return None, time.monotonic() - started
+        code = self.served.stop(timeout)
         return code, time.monotonic() - started
 
     def __enter__(self) -> Server:
@@ -208,9 +189,8 @@ class Server:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        if self.served is not None:
+            self.served.kill()
 
 
 def verdict(name: str, failures: list[str], workdir: Path) -> int:
@@ -237,10 +217,6 @@ def log_problems(lines: list[dict]) -> tuple[list[dict], list[dict]]:
 # --- skill files ---------------------------------------------------------------------------------
 
 
-def skill_text(name: str, description: str, body: str) -> str:
-    return f"---\nname: {name}\ndescription: {description}\n---\n{body}"
-
-
 def descriptor_of(folder: str, content: str) -> tuple[str, str]:
     """(name, description) of a SKILL.md this suite wrote, as the server derives them. An empty file
     (caught between truncation and write) takes the folder's name and the fallback description."""
@@ -260,13 +236,6 @@ def write_in_place(path: Path, text: str) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write beside the file and rename over it, as git and most tools do."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
 
 
 # --- HTTP ----------------------------------------------------------------------------------------

@@ -44,14 +44,11 @@ SKILLS = 60
 def tree(root: Path) -> None:
     for index in range(SKILLS):
         folder = root / f"group-{index % 6}" / f"skill-{index:03}"
-        folder.mkdir(parents=True)
-        (folder / "SKILL.md").write_text(harness.skill_text(f"skill-{index:03}", f"Skill {index}.", "Body.\n"))
+        harness.write_skill(folder, harness.skill_md(f"skill-{index:03}", f"Skill {index}.", "Body.\n"))
 
 
 def add_skill(root: Path, name: str) -> None:
-    folder = root / "added" / name
-    folder.mkdir(parents=True)
-    harness.write_atomic(folder / "SKILL.md", harness.skill_text(name, "Added under load.", "Body.\n"))
+    harness.write_skill(root / "added" / name, harness.skill_md(name, "Added under load.", "Body.\n"))
 
 
 def open_stream(server: Server, source: str) -> tuple[int | None, socket.socket | None]:

@@ -42,9 +42,7 @@ SKILLS = 8
 
 def tree(root: Path) -> None:
     for index in range(SKILLS):
-        folder = root / f"skill-{index}"
-        folder.mkdir(parents=True)
-        (folder / "SKILL.md").write_text(harness.skill_text(f"skill-{index}", f"Skill {index}.", "Body.\n"))
+        harness.write_skill(root / f"skill-{index}", harness.skill_md(f"skill-{index}", f"Skill {index}.", "Body.\n"))
 
 
 def load_head(server: Server, extra: str) -> bytes:

@@ -99,16 +99,15 @@ def until(check, limit: float) -> float | None:
         time.sleep(0.01)
 
 
-def write_skill(root: Path, name: str) -> None:
-    (root / name).mkdir()
-    (root / name / "SKILL.md").write_text(harness.skill_text(name, f"the {name} skill", "# body\n"))
+def add_skill(root: Path, name: str) -> None:
+    harness.write_skill(root / name, harness.skill_md(name, f"the {name} skill", "# body\n"))
 
 
 def rewrites_and_fifo(binary: Path, workdir: Path, failures: list[str]) -> str:
     """Parts 1 and 2, on one server."""
     root = workdir / "skills"
     root.mkdir()
-    write_skill(root, "alpha")
+    add_skill(root, "alpha")
     rng = random.Random(16)
     # The token file in a folder of its own, as in a deployment (the server's log, in workdir,
     # changes all the time); the reloads' debug lines tell when the server met the emptied file.
@@ -149,7 +148,7 @@ def rewrites_and_fifo(binary: Path, workdir: Path, failures: list[str]) -> str:
             failures.append(f"the event stream ended during the rewrites ({stream.outcome})")
         else:
             seen = stream.events
-            write_skill(root, "beta")
+            add_skill(root, "beta")
             if not stream.wait_for_events(seen + 1, EVENT_WAIT):
                 failures.append(f"the event stream carried no event of a change after the rewrites ({stream.outcome})")
 
@@ -191,7 +190,7 @@ def symlinked(binary: Path, workdir: Path, failures: list[str]) -> str:
     """Part 3: a token file behind a symlink whose target is replaced."""
     root = workdir / "skills"
     root.mkdir()
-    write_skill(root, "alpha")
+    add_skill(root, "alpha")
     secrets_folder = workdir / "secrets"
     secrets_folder.mkdir()
     target = secrets_folder / "x"

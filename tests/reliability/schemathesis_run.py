@@ -38,9 +38,7 @@ def build_tree(first: Path, second: Path) -> None:
     }
     for root, entries in skills.items():
         for folder, (name, description, body) in entries.items():
-            path = root / folder
-            path.mkdir(parents=True)
-            (path / "SKILL.md").write_text(harness.skill_text(name, description, body))
+            harness.write_skill(root / folder, harness.skill_md(name, description, body))
 
 
 def main() -> int:

@@ -108,9 +108,8 @@ class Tree:
             self.add(f"big-{index}", line * (BIG_BYTES // len(line)))
 
     def add(self, name: str, body: str) -> None:
-        text = harness.skill_text(name, f"the {name} skill", body)
-        (self.root / name).mkdir()
-        (self.root / name / "SKILL.md").write_text(text)
+        text = harness.skill_md(name, f"the {name} skill", body)
+        harness.write_skill(self.root / name, text)
         self.contents[name] = text
 
 

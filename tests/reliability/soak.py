@@ -120,7 +120,7 @@ class Mutator(threading.Thread):
 
     def write(self, name: str, description: str, body: str, atomic: bool) -> None:
         self.revision += 1
-        text = harness.skill_text(name, description, body)
+        text = harness.skill_md(name, description, body)
         # Recorded before the write, so a reader never sees a version the registry lacks.
         self.registry.wrote(name, text)
         folder = self.root / name
@@ -165,7 +165,7 @@ class Mutator(threading.Thread):
             elif op == "replace":
                 self.write(name, self.description(name), self.body(), atomic=True)
             else:
-                harness.write_in_place(self.root / name / "SKILL.md", harness.skill_text(name, description, body))
+                harness.write_in_place(self.root / name / "SKILL.md", harness.skill_md(name, description, body))
 
     def run(self) -> None:
         try:

@@ -4,8 +4,6 @@
 import contextlib
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +18,13 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+# The module under test, and the servers, skills and files as every Python test and benchmark has
+# them (tests/support); neither is installed.
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(REPO / "tests" / "support"))
+from skillcat_support import Server  # noqa: E402 - needs the path above
+from skillcat_support import Servers  # noqa: E402
+from skillcat_support import skillcat_binary  # noqa: E402
 
 # Never send the tests' own requests through a proxy from the environment.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -37,54 +41,8 @@ def http_get(url, headers=None, timeout=10.0):
             return error.code, error.headers, error.read()
 
 
-class Server:
-    def __init__(self, binary, dirs, token_file=None):
-        self.dirs = [str(d) for d in dirs]
-        command = [str(binary), "serve", "--no-builtin", "--listen", "127.0.0.1:0", "--rescan-interval", "0"]
-        command += ["--log-format", "json"]
-        if token_file is not None:
-            command += ["--token-file", str(token_file)]
-        for directory in self.dirs:
-            command += ["--dir", directory]
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        self.log = []
-        self._address = threading.Event()
-        self.url = None
-        threading.Thread(target=self._drain, daemon=True).start()
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-
-    def _drain(self):
-        for line in self.process.stdout:
-            self.log.append(line)
-            if self.url is None:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if record.get("message") == "serving" and record.get("address"):
-                    self.url = f"http://{record['address']}"
-                    self._address.set()
-
-    def _wait_ready(self):
-        deadline = time.monotonic() + 60
-        while not self._address.wait(0.05):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("skillcat serve did not start:\n" + "".join(self.log))
-        while True:
-            try:
-                if http_get(self.url + "/readyz", timeout=2)[0] == 200:
-                    return
-            except OSError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("skillcat serve did not become ready:\n" + "".join(self.log))
-            time.sleep(0.02)
+class CatalogServer(Server):
+    """A server with what the tests wait for and count: new catalog versions and metrics."""
 
     def catalog_etag(self):
         status, headers, _ = http_get(self.url + "/skills")
@@ -116,57 +74,19 @@ class Server:
                 return int(float(line[len(prefix) :]))
         return 0
 
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
 
 @pytest.fixture(scope="session")
 def skillcat_bin():
-    configured = os.environ.get("SKILLCAT_BIN")
-    if configured:
-        binary = Path(configured)
-    else:
-        subprocess.run(["cargo", "build", "--locked", "--bin", "skillcat"], cwd=REPO, check=True)
-        target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
-        binary = (target if target.is_absolute() else REPO / target) / "debug" / "skillcat"
-    if not binary.is_file() or not os.access(binary, os.X_OK):
-        pytest.fail(f"no skillcat binary at {binary}")
-    return binary
+    return skillcat_binary()
 
 
 @pytest.fixture
 def serve(skillcat_bin):
     """serve(dir, ..., token_file=None) starts `skillcat serve` over those directory sources (and
     that bearer-token file); stopped after the test."""
-    servers = []
-
-    def start(*dirs, token_file=None):
-        server = Server(skillcat_bin, dirs, token_file)
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-def write(path, content):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        with open(path, "w", encoding="utf-8", newline="") as stream:
-            stream.write(content)
-
-
-def skill_md(name, description, body="Body.\n"):
-    return f"---\nname: {name}\ndescription: {description}\n---\n{body}"
+    servers = Servers(skillcat_bin, CatalogServer)
+    yield servers.start
+    servers.close()
 
 
 class FakeSkillcat:

@@ -16,8 +16,8 @@ if os.environ.get("SKILLCAT_REQUIRE_NAGENTS") != "1":
         "nagents", reason="nagents is not installed (scripts/setup-reference installs it into .venv)"
     )
 
-from conftest import skill_md  # noqa: E402 - after the skip above
-from conftest import write  # noqa: E402
+from skillcat_support import skill_md  # noqa: E402 - after the skip above
+from skillcat_support import write_atomic  # noqa: E402
 from skillcat_remote import Downloaded  # noqa: E402
 from skillcat_remote import RemoteSkillDiscoverer  # noqa: E402
 from skillcat_remote import SkillcatCorruptFile  # noqa: E402
@@ -66,17 +66,17 @@ def folder_skill(tmp_path):
     never served beside it: a hidden file, a hidden folder and a symlink."""
     root = tmp_path / "skills"
     skill = root / "toolbox"
-    write(skill / "SKILL.md", skill_md("toolbox", "A skill with supporting files", "Run scripts/run.sh.\n"))
-    write(skill / "scripts/run.sh", "#!/bin/sh\necho hi\n")
+    write_atomic(skill / "SKILL.md", skill_md("toolbox", "A skill with supporting files", "Run scripts/run.sh.\n"))
+    write_atomic(skill / "scripts/run.sh", "#!/bin/sh\necho hi\n")
     os.chmod(skill / "scripts/run.sh", 0o755)
-    write(skill / "scripts/helper.py", "print('help')\n")
-    write(skill / "references/guide.md", "# Guide\n" + "text ✓ " * 2000)
-    write(skill / "assets/logo.bin", bytes(range(256)) * 40)
-    write(skill / "assets/empty.txt", b"")
-    write(skill / "docs/a folder/ü n i.txt", "unicode and spaces\n")
+    write_atomic(skill / "scripts/helper.py", "print('help')\n")
+    write_atomic(skill / "references/guide.md", "# Guide\n" + "text ✓ " * 2000)
+    write_atomic(skill / "assets/logo.bin", bytes(range(256)) * 40)
+    write_atomic(skill / "assets/empty.txt", b"")
+    write_atomic(skill / "docs/a folder/ü n i.txt", "unicode and spaces\n")
     chmod_tree(skill)
-    write(skill / ".env", "SECRET=1\n")
-    write(skill / ".git/config", "[core]\n")
+    write_atomic(skill / ".env", "SECRET=1\n")
+    write_atomic(skill / ".git/config", "[core]\n")
     os.symlink("/etc/passwd", skill / "passwd-link")
     return root, skill
 
@@ -123,7 +123,7 @@ def test_an_existing_target_is_refused_unless_replace_and_then_swapped(serve, fo
     server = serve(root)
     remote = RemoteSkillDiscoverer(server.url)
     target = tmp_path / "toolbox"
-    write(target / "old.txt", "mine\n")
+    write_atomic(target / "old.txt", "mine\n")
 
     async def scenario():
         (toolbox,) = await remote.discover()
@@ -133,7 +133,7 @@ def test_an_existing_target_is_refused_unless_replace_and_then_swapped(serve, fo
         done = await remote.download(toolbox, str(target), replace=True)
         assert done.replaced and done.leftover is None
         # A file is never replaced, with or without replace.
-        write(tmp_path / "a-file", "x")
+        write_atomic(tmp_path / "a-file", "x")
         for replace in (False, True):
             with pytest.raises(FileExistsError):
                 await remote.download(toolbox, tmp_path / "a-file", replace)
@@ -150,7 +150,7 @@ def test_a_skill_changed_on_the_server_is_stale_and_nothing_is_written(serve, fo
     (toolbox,) = run(remote.discover())
     listing = run(remote.list_files(toolbox))
     with server.expecting_a_new_catalog():
-        write(skill / "references/guide.md", "# Changed\n")
+        write_atomic(skill / "references/guide.md", "# Changed\n")
     changed = "Skill 'toolbox' changed; refresh discovery and retry"
     with pytest.raises(ValueError, match=changed):
         run(remote.list_files(toolbox))
@@ -179,7 +179,7 @@ def test_files_need_the_token_of_a_server_that_requires_one(serve, folder_skill,
 def test_corrupt_bytes_are_an_error_and_leave_nothing(fake, tmp_path):
     fake.serve_files({"SKILL.md": (b"# Fake\n", False), "data.bin": (b"good", False)}, sent={"data.bin": b"evil"})
     remote = RemoteSkillDiscoverer(fake.url)
-    write(tmp_path / "kept/old.txt", "old")
+    write_atomic(tmp_path / "kept/old.txt", "old")
     before = snapshot(tmp_path)
 
     async def scenario():
@@ -267,7 +267,7 @@ def test_the_writing_refuses_on_its_own_what_a_checked_listing_never_holds(tmp_p
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         return skillcat_remote.RemoteFile(path, len(data), digest, "text/plain", False), data
 
-    write(tmp_path / "kept/SKILL.md", "old")
+    write_atomic(tmp_path / "kept/SKILL.md", "old")
     before = snapshot(tmp_path)
     # '..' is a real folder to openat (O_NOFOLLOW does not stop it): the path check must.
     with pytest.raises(SkillcatError, match="unsafe path"):

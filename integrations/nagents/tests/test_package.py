@@ -11,8 +11,8 @@ import sys
 import textwrap
 
 from conftest import REPO
-from conftest import skill_md
-from conftest import write
+from skillcat_support import skill_md
+from skillcat_support import write_atomic
 
 # Run inside the fresh environment with -I: neither this folder, the working directory nor
 # PYTHONPATH is on sys.path, so the module can only come from what pip installed.
@@ -52,8 +52,8 @@ def test_pip_install_in_a_fresh_virtual_environment_gives_a_working_module(serve
     # The build wrote nothing into the source folder (no build/, dist/ or *.egg-info).
     assert sorted(os.listdir(source)) == before
 
-    write(tmp_path / "skills/hello/SKILL.md", skill_md("hello", "Says hello"))
-    write(tmp_path / "skills/hello/scripts/hello.sh", "#!/bin/sh\necho hello\n")
+    write_atomic(tmp_path / "skills/hello/SKILL.md", skill_md("hello", "Says hello"))
+    write_atomic(tmp_path / "skills/hello/scripts/hello.sh", "#!/bin/sh\necho hello\n")
     server = serve(tmp_path / "skills")
     run = subprocess.run(
         [str(python), "-I", "-c", SCRIPT, server.url, str(tmp_path / "hello")],

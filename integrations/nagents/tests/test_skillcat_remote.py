@@ -21,8 +21,9 @@ if os.environ.get("SKILLCAT_REQUIRE_NAGENTS") != "1":
     )
 
 from conftest import http_get  # noqa: E402 - after the skip above
-from conftest import skill_md  # noqa: E402
-from conftest import write  # noqa: E402
+from skillcat_support import free_port  # noqa: E402
+from skillcat_support import skill_md  # noqa: E402
+from skillcat_support import write_atomic  # noqa: E402
 from nagents import Agent  # noqa: E402
 from nagents.skills import CompositeSkillDiscoverer  # noqa: E402
 from nagents.skills import DirectorySkillDiscoverer  # noqa: E402
@@ -54,21 +55,23 @@ async def outcome(awaitable):
 def tree(tmp_path):
     """A tree with every kind of SKILL.md nagents reads or skips."""
     root = tmp_path / "skills"
-    write(root / "alpha/SKILL.md", skill_md("alpha", "The alpha skill", "# Alpha\n\nDo alpha things.\n"))
-    write(root / "plain/SKILL.md", "# Plain\n\nA plain Markdown skill without frontmatter.\n\nMore text.\n")
-    write(root / "nested/deeper/quoted/SKILL.md", "---\nname: 'quoted-name'\ndescription: \"Quoted: yes\"\n---\nQ\n")
-    write(root / "markup/SKILL.md", skill_md("markup", 'Escapes <b>bold</b> & "quotes" — ünïcödé ✓'))
-    write(root / "fallback/SKILL.md", "# Only a heading\n")
+    write_atomic(root / "alpha/SKILL.md", skill_md("alpha", "The alpha skill", "# Alpha\n\nDo alpha things.\n"))
+    write_atomic(root / "plain/SKILL.md", "# Plain\n\nA plain Markdown skill without frontmatter.\n\nMore text.\n")
+    quoted = "---\nname: 'quoted-name'\ndescription: \"Quoted: yes\"\n---\nQ\n"
+    write_atomic(root / "nested/deeper/quoted/SKILL.md", quoted)
+    write_atomic(root / "markup/SKILL.md", skill_md("markup", 'Escapes <b>bold</b> & "quotes" — ünïcödé ✓'))
+    write_atomic(root / "fallback/SKILL.md", "# Only a heading\n")
     crlf = "---\r\nname: crlf\r\ndescription: Windows line ends\r\n---\r\nLine one\r\nLine two\r\n"
-    write(root / "crlf/SKILL.md", crlf)
-    write(root / "big/SKILL.md", skill_md("big", "A large skill", "ü" * 30_000 + "\nend\n"))
+    write_atomic(root / "crlf/SKILL.md", crlf)
+    write_atomic(root / "big/SKILL.md", skill_md("big", "A large skill", "ü" * 30_000 + "\nend\n"))
     for index in range(40):
-        write(root / f"gen/skill-{index:02}/SKILL.md", skill_md(f"gen-{index:02}", f"Generated skill number {index}"))
+        generated = skill_md(f"gen-{index:02}", f"Generated skill number {index}")
+        write_atomic(root / f"gen/skill-{index:02}/SKILL.md", generated)
     # Skipped by nagents (and skillcat) with diagnostics, or ignored.
-    write(root / "broken/SKILL.md", "---\nname: broken\ndescription: never closed\n")
-    write(root / "latin1/SKILL.md", b"---\nname: latin1\n---\ncaf\xe9\n")
-    write(root / "badname/SKILL.md", skill_md("bad name!", "An invalid name"))
-    write(root / "notes/README.md", "not a skill\n")
+    write_atomic(root / "broken/SKILL.md", "---\nname: broken\ndescription: never closed\n")
+    write_atomic(root / "latin1/SKILL.md", b"---\nname: latin1\n---\ncaf\xe9\n")
+    write_atomic(root / "badname/SKILL.md", skill_md("bad name!", "An invalid name"))
+    write_atomic(root / "notes/README.md", "not a skill\n")
     os.symlink(root / "alpha", root / "link-to-alpha")
     return root
 
@@ -110,10 +113,10 @@ def test_agent_matches_nagents_directory_discoverer(serve, tree):
 
 def test_inside_nagents_composite_both_ways(serve, tmp_path):
     remote_tree, local_tree = tmp_path / "remote", tmp_path / "local"
-    write(remote_tree / "shared/SKILL.md", skill_md("shared", "The remote shared skill", "REMOTE\n"))
-    write(remote_tree / "remote-only/SKILL.md", skill_md("remote-only", "Only remote"))
-    write(local_tree / "shared/SKILL.md", skill_md("shared", "The local shared skill", "LOCAL\n"))
-    write(local_tree / "local-only/SKILL.md", skill_md("local-only", "Only local"))
+    write_atomic(remote_tree / "shared/SKILL.md", skill_md("shared", "The remote shared skill", "REMOTE\n"))
+    write_atomic(remote_tree / "remote-only/SKILL.md", skill_md("remote-only", "Only remote"))
+    write_atomic(local_tree / "shared/SKILL.md", skill_md("shared", "The local shared skill", "LOCAL\n"))
+    write_atomic(local_tree / "local-only/SKILL.md", skill_md("local-only", "Only local"))
     server = serve(remote_tree)
 
     async def scenario(remote_first):
@@ -142,7 +145,7 @@ def test_inside_nagents_composite_both_ways(serve, tmp_path):
 
 def test_etag_caching_revalidates_with_304(serve, tmp_path):
     root = tmp_path / "skills"
-    write(root / "one/SKILL.md", skill_md("one", "First"))
+    write_atomic(root / "one/SKILL.md", skill_md("one", "First"))
     server = serve(root)
     remote = RemoteSkillDiscoverer(server.url)
 
@@ -160,7 +163,7 @@ def test_etag_caching_revalidates_with_304(serve, tmp_path):
         assert server.metric("/skills", 200) == ok
 
         with server.expecting_a_new_catalog():  # (its own polling GETs count as 200s too)
-            write(root / "two/SKILL.md", skill_md("two", "Second"))
+            write_atomic(root / "two/SKILL.md", skill_md("two", "Second"))
         ok = server.metric("/skills", 200)
         third = await remote.discover()
         assert [skill.name for skill in third] == ["one", "two"]
@@ -172,8 +175,8 @@ def test_etag_caching_revalidates_with_304(serve, tmp_path):
 
 def test_stale_descriptor_raises_refresh_discovery(serve, tmp_path):
     root = tmp_path / "skills"
-    write(root / "alpha/SKILL.md", skill_md("alpha", "The alpha skill", "Version 1\n"))
-    write(root / "beta/SKILL.md", skill_md("beta", "The beta skill"))
+    write_atomic(root / "alpha/SKILL.md", skill_md("alpha", "The alpha skill", "Version 1\n"))
+    write_atomic(root / "beta/SKILL.md", skill_md("beta", "The beta skill"))
     server = serve(root)
     remote = RemoteSkillDiscoverer(server.url)
     local = DirectorySkillDiscoverer([root])
@@ -184,7 +187,7 @@ def test_stale_descriptor_raises_refresh_discovery(serve, tmp_path):
         # Same descriptor, new body: the old version can no longer be loaded. Whether the server
         # has rescanned yet (412) or not (409), the answer is the same.
         with server.expecting_a_new_catalog():
-            write(root / "alpha/SKILL.md", skill_md("alpha", "The alpha skill", "Version 2\n"))
+            write_atomic(root / "alpha/SKILL.md", skill_md("alpha", "The alpha skill", "Version 2\n"))
             with pytest.raises(ValueError, match="refresh discovery") as raised:
                 await remote.load(alpha)
             assert str(raised.value) == "Skill 'alpha' changed; refresh discovery and retry"
@@ -216,8 +219,8 @@ def test_stale_descriptor_raises_refresh_discovery(serve, tmp_path):
 
 def test_duplicate_name_raises_nagents_message(serve, tmp_path):
     root = tmp_path / "skills"
-    write(root / "one/SKILL.md", skill_md("dup", "First"))
-    write(root / "two/SKILL.md", skill_md("dup", "Second"))
+    write_atomic(root / "one/SKILL.md", skill_md("dup", "First"))
+    write_atomic(root / "two/SKILL.md", skill_md("dup", "Second"))
     server = serve(root)
 
     async def scenario():
@@ -231,7 +234,7 @@ def test_duplicate_name_raises_nagents_message(serve, tmp_path):
         remote = RemoteSkillDiscoverer(server.url)
         assert (await outcome(remote.discover()))[1] is ValueError
         with server.expecting_a_new_catalog():
-            write(root / "two/SKILL.md", skill_md("two", "Second"))
+            write_atomic(root / "two/SKILL.md", skill_md("two", "Second"))
         assert [skill.name for skill in await remote.discover()] == ["dup", "two"]
 
     run(scenario())
@@ -239,7 +242,7 @@ def test_duplicate_name_raises_nagents_message(serve, tmp_path):
 
 def test_after_a_good_catalog_a_failed_source_keeps_it_and_says_why(serve, tmp_path):
     root = tmp_path / "skills"
-    write(root / "one/SKILL.md", skill_md("dup", "First"))
+    write_atomic(root / "one/SKILL.md", skill_md("dup", "First"))
     server = serve(root)
     remote = RemoteSkillDiscoverer(server.url)
 
@@ -249,7 +252,7 @@ def test_after_a_good_catalog_a_failed_source_keeps_it_and_says_why(serve, tmp_p
 
         # A second skill of the same name: the server keeps its last good catalog, says why.
         with server.expecting_a_new_catalog():
-            write(root / "two/SKILL.md", skill_md("dup", "Second"))
+            write_atomic(root / "two/SKILL.md", skill_md("dup", "Second"))
         assert [skill.name for skill in await remote.discover()] == ["dup"]
         error = remote.catalog_error
         assert isinstance(error, CatalogFailure)
@@ -263,17 +266,11 @@ def test_after_a_good_catalog_a_failed_source_keeps_it_and_says_why(serve, tmp_p
 
         # Repaired: the failure clears.
         with server.expecting_a_new_catalog():
-            write(root / "two/SKILL.md", skill_md("two", "Second"))
+            write_atomic(root / "two/SKILL.md", skill_md("two", "Second"))
         assert [skill.name for skill in await remote.discover()] == ["dup", "two"]
         assert remote.catalog_error is None
 
     run(scenario())
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_unreachable_server_raises_within_timeout():
@@ -377,7 +374,7 @@ def test_token_is_sent_and_never_shown(fake):
 
 
 def test_token_against_a_server_that_requires_one(serve, tmp_path):
-    write(tmp_path / "skills" / "alpha" / "SKILL.md", skill_md("alpha", "The first skill"))
+    write_atomic(tmp_path / "skills" / "alpha" / "SKILL.md", skill_md("alpha", "The first skill"))
     tokens = tmp_path / "tokens"
     tokens.write_text("agent-token\n")
     server = serve(tmp_path / "skills", token_file=tokens)
@@ -456,7 +453,7 @@ def test_invalid_options(options):
 
 def test_base_url_with_trailing_slash_against_the_server(serve, tmp_path):
     root = tmp_path / "skills"
-    write(root / "one/SKILL.md", skill_md("one", "First"))
+    write_atomic(root / "one/SKILL.md", skill_md("one", "First"))
     server = serve(root)
     remote = RemoteSkillDiscoverer(server.url + "/")
 
@@ -473,9 +470,9 @@ def test_base_url_with_trailing_slash_against_the_server(serve, tmp_path):
 
 def test_search_answers_ranked_hits_with_excerpts(serve, tmp_path):
     root = tmp_path / "skills"
-    write(root / "pdf-tools/SKILL.md", skill_md("pdf-tools", "Fill PDF forms", "# PDF\n\nMerge PDF files.\n"))
-    write(root / "docx/SKILL.md", skill_md("docx", "Edit Word documents", "Export to PDF on request.\n"))
-    write(root / "slides/SKILL.md", skill_md("slides", "Make decks"))
+    write_atomic(root / "pdf-tools/SKILL.md", skill_md("pdf-tools", "Fill PDF forms", "# PDF\n\nMerge PDF files.\n"))
+    write_atomic(root / "docx/SKILL.md", skill_md("docx", "Edit Word documents", "Export to PDF on request.\n"))
+    write_atomic(root / "slides/SKILL.md", skill_md("slides", "Make decks"))
     server = serve(root)
     remote = RemoteSkillDiscoverer(server.url)
 
