@@ -6,7 +6,7 @@ use tokio::sync::watch;
 
 use crate::auth::TokenStore;
 use crate::catalog::LiveCatalog;
-use crate::limits::StreamSlots;
+use crate::limits::{AnswerBytes, StreamSlots};
 use crate::observability::Metrics;
 
 /// The application state: one per server, shared by every request as `Arc<App>`.
@@ -19,4 +19,6 @@ pub struct App {
     pub shutdown: watch::Receiver<bool>,
     /// The event streams open, capped in all and per client.
     pub streams: Arc<StreamSlots>,
+    /// Room for the answers held whole in memory until sent.
+    pub answers: Arc<AnswerBytes>,
 }

@@ -13,7 +13,7 @@ use skillcat_core::{MAX_SKILL_TOKEN_LIMIT, SkillName, TokenLimit};
 
 use crate::catalog::OfflineCatalog;
 use crate::config::SourceArgs;
-use crate::limits::{ConnectionLimits, raise_descriptor_limit};
+use crate::limits::{ConnectionLimits, memory_limit, raise_descriptor_limit};
 use crate::listen::ListenAddr;
 use crate::observability::{LogFormat, Metrics};
 use crate::server::{ServeOptions, Server};
@@ -98,6 +98,9 @@ pub struct ServeArgs {
     /// GET /events streams open at once [default: half the connections].
     #[arg(long, value_name = "N", env = "SKILLCAT_MAX_STREAMS", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: Option<u32>,
+    /// Seconds a write may wait for a client that stopped reading before its connection closes.
+    #[arg(long, value_name = "SECS", env = "SKILLCAT_SEND_TIMEOUT", default_value_t = crate::server::DEFAULT_SEND_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub send_timeout: u64,
     /// GET /events streams open at once from one client address [default: a sixteenth of the
     /// streams, at most 64].
     #[arg(long, value_name = "N", env = "SKILLCAT_MAX_STREAMS_PER_CLIENT", value_parser = clap::value_parser!(u32).range(1..))]
@@ -162,10 +165,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let address = listen.resolve().with_context(|| format!("cannot resolve the address to listen on, {listen}"))?;
     let mut options = ServeOptions::new(address, sources);
     options.token_file = args.token_file;
+    options.send_timeout = std::time::Duration::from_secs(args.send_timeout);
     if args.max_connections.is_some() || args.max_streams.is_some() || args.max_streams_per_client.is_some() {
         let mut limits = match args.max_connections {
             Some(connections) => ConnectionLimits::for_connections(connections as usize),
-            None => ConnectionLimits::for_descriptors(raise_descriptor_limit()),
+            None => ConnectionLimits::for_machine(raise_descriptor_limit(), memory_limit()),
         };
         if let Some(streams) = args.max_streams {
             limits = limits.with_streams(streams as usize);

@@ -1,5 +1,6 @@
 //! `skillcat serve`: binds, serves the API over the live catalog, and shuts down gracefully.
 
+mod deadline;
 mod memory;
 
 use std::future::Future;
@@ -22,7 +23,7 @@ use crate::auth::TokenStore;
 use crate::catalog::{LiveCatalog, LiveOptions};
 use crate::config::SourceConfig;
 use crate::http::Limits;
-use crate::limits::{ConnectionLimits, StreamSlots, raise_descriptor_limit};
+use crate::limits::{AnswerBytes, ConnectionLimits, StreamSlots, answer_budget, memory_limit, raise_descriptor_limit};
 use crate::observability::Metrics;
 use crate::sources::Sources;
 
@@ -46,6 +47,8 @@ pub struct ServeOptions {
     pub connections: Option<ConnectionLimits>,
     /// How long in-flight requests may take to finish once shutdown starts.
     pub shutdown_grace: Duration,
+    /// How long a write may wait for a client that stopped reading before its connection closes.
+    pub send_timeout: Duration,
 }
 
 impl ServeOptions {
@@ -61,6 +64,7 @@ impl ServeOptions {
             max_header_bytes: MAX_HEADER_BYTES,
             connections: None,
             shutdown_grace: Duration::from_secs(8),
+            send_timeout: DEFAULT_SEND_TIMEOUT,
         }
     }
 }
@@ -68,6 +72,10 @@ impl ServeOptions {
 /// The default bound on a request head: every request of the API fits in a few hundred bytes,
 /// and a long bearer token in a few more.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// How long a write waits for a client that stopped reading, by default: longer than any pause a
+/// working client makes, short enough that stalled readers do not pile up.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The longest pause between failed accepts (out of descriptors, say): they back off rather
 /// than spin.
@@ -104,6 +112,19 @@ fn warn_about_unusable_roots(sources: &Sources) {
     }
 }
 
+/// The URL a browser on this host opens the server at: an unspecified address (every interface)
+/// is reached through loopback.
+fn browsable(address: SocketAddr) -> String {
+    let mut address = address;
+    if address.ip().is_unspecified() {
+        address.set_ip(match address.ip() {
+            std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("http://{address}/")
+}
+
 /// A bound server, not yet serving. Binding is separate so callers learn the real port.
 pub struct Server {
     listener: TcpListener,
@@ -116,8 +137,12 @@ pub struct Server {
 impl Server {
     /// Reads the token file, builds the sources, starts the live catalog and binds the listener.
     pub async fn bind(options: ServeOptions) -> anyhow::Result<Self> {
-        let limits = options.connections.unwrap_or_else(|| ConnectionLimits::for_descriptors(raise_descriptor_limit()));
+        let memory = memory_limit();
+        let limits =
+            options.connections.unwrap_or_else(|| ConnectionLimits::for_machine(raise_descriptor_limit(), memory));
+        let answers = AnswerBytes::new(answer_budget(memory));
         tracing::info!(
+            memory_limit = memory,
             connections = limits.max_connections,
             streams = limits.max_streams,
             streams_per_client = limits.max_streams_per_client,
@@ -135,7 +160,7 @@ impl Server {
             TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let catalog = LiveCatalog::start(sources, options.live.clone(), Arc::clone(&metrics), stopping.clone());
         let streams = StreamSlots::new(&limits);
-        let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping, streams });
+        let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping, streams, answers });
         Ok(Server { listener, app, options, limits, shutdown })
     }
 
@@ -159,12 +184,14 @@ impl Server {
         http.timer(TokioTimer::new())
             .header_read_timeout(options.header_timeout)
             .max_header_size(options.max_header_bytes)
+            .max_buf_size(crate::limits::CONNECTION_BUFFER.max(options.max_header_bytes))
             .keep_alive(true);
         let graceful = GracefulShutdown::new();
         let slots = Arc::new(Semaphore::new(limits.max_connections));
         tokio::spawn(memory::trim_after_bursts(Arc::clone(&slots), limits.max_connections, shutdown.subscribe()));
         let mut backoff = Duration::ZERO;
-        tracing::info!(address = %listener.local_addr()?, "serving");
+        let address = listener.local_addr()?;
+        tracing::info!(%address, url = %browsable(address), "serving");
         tokio::pin!(signal);
         loop {
             let accepted = tokio::select! {
@@ -202,8 +229,8 @@ impl Server {
                 request.extensions_mut().insert(ConnectInfo(peer));
                 request
             });
-            let connection =
-                graceful.watch(http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service)));
+            let stream = deadline::SendDeadline::new(TokioIo::new(stream), options.send_timeout);
+            let connection = graceful.watch(http.serve_connection(stream, TowerToHyperService::new(service)));
             tokio::spawn(async move {
                 if let Err(error) = connection.await {
                     tracing::debug!(%peer, %error, "connection ended with an error");
@@ -219,5 +246,19 @@ impl Server {
             () = tokio::time::sleep(options.shutdown_grace) => tracing::warn!("shutdown grace period over; closing"),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_printed_url_opens_in_a_browser_on_this_host() {
+        let url = |address: &str| browsable(address.parse().unwrap());
+        assert_eq!(url("127.0.0.1:8080"), "http://127.0.0.1:8080/");
+        assert_eq!(url("0.0.0.0:80"), "http://127.0.0.1:80/");
+        assert_eq!(url("[::]:8080"), "http://[::1]:8080/");
+        assert_eq!(url("[2001:db8::1]:8080"), "http://[2001:db8::1]:8080/");
     }
 }
