@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use rust_embed::RustEmbed;
 use skillcat_core::{BuiltinSkillDiscoverer, Discovery, Skill, SkillDiscoverer, SkillError, SkillFilePath};
 
-use super::Source;
+use super::{Opened, Source};
 
 /// The builtin skills, compiled in from `skills/`.
 #[derive(RustEmbed)]
@@ -47,5 +47,12 @@ impl Source for BuiltinSource {
 
     async fn read_file(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError> {
         self.discoverer.read_file_blocking(skill, path, max_bytes)
+    }
+
+    async fn open_file(&self, skill: &Skill, path: &SkillFilePath) -> Result<Opened, SkillError> {
+        Ok(Opened::Memory(match self.discoverer.file_bytes(skill, path)? {
+            std::borrow::Cow::Borrowed(data) => bytes::Bytes::from_static(data),
+            std::borrow::Cow::Owned(data) => bytes::Bytes::from(data),
+        }))
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use skillcat_core::{DirectorySkillDiscoverer, Discovery, Skill, SkillDiscoverer, SkillError, SkillFilePath};
 
-use super::{Source, run_blocking};
+use super::{Opened, Source, run_blocking};
 use crate::observability::Metrics;
 
 /// One `--dir` (or `[[sources]] kind = "directory"`, with several roots).
@@ -84,5 +84,11 @@ impl Source for DirectorySource {
 
     async fn read_file(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError> {
         self.discoverer.read_file(skill, path, max_bytes).await
+    }
+
+    async fn open_file(&self, skill: &Skill, path: &SkillFilePath) -> Result<Opened, SkillError> {
+        let (discoverer, skill, path) = (self.discoverer.clone(), skill.clone(), path.clone());
+        let (file, size) = run_blocking(move || discoverer.open_file_blocking(&skill, &path)).await?;
+        Ok(Opened::File { file, size })
     }
 }

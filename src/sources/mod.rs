@@ -12,6 +12,7 @@ mod directory;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use skillcat_core::{CompositeDiscovery, Discovery, Skill, SkillDiscoverer, SkillError, SkillFilePath, SourceError};
@@ -53,17 +54,33 @@ pub trait Source: SkillDiscoverer {
     /// As [`read_file_blocking`](Self::read_file_blocking), off the async workers where it
     /// touches disk.
     async fn read_file(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError>;
+
+    /// `path`, a listed file of `skill` (a current descriptor of this source), opened for the
+    /// caller to read (and check against the listed digest) as it sends it, off the async
+    /// workers where it touches disk.
+    async fn open_file(&self, skill: &Skill, path: &SkillFilePath) -> Result<Opened, SkillError>;
+}
+
+/// A file opened for reading.
+pub enum Opened {
+    /// Its bytes, held by the source (shared, not copied).
+    Memory(bytes::Bytes),
+    /// A regular file opened beneath its skill's folder, and its size when opened.
+    File { file: std::fs::File, size: u64 },
 }
 
 /// The configured sources, in precedence order, each held once.
 pub struct Sources {
     sources: Vec<Arc<dyn Source>>,
+    /// Per source: whether its next scan must be a full one, because a scan of all of them
+    /// stopped at a failing source before it, so the changes since were never given to it.
+    missed: Vec<AtomicBool>,
 }
 
 impl Sources {
     /// The sources `configs` describe. Scans count into `metrics`.
     pub fn build(configs: &[SourceConfig], metrics: &Arc<Metrics>) -> std::io::Result<Self> {
-        let sources =
+        let sources: Vec<Arc<dyn Source>> =
             configs
                 .iter()
                 .map(|config| -> std::io::Result<Arc<dyn Source>> {
@@ -75,7 +92,8 @@ impl Sources {
                     })
                 })
                 .collect::<Result<_, _>>()?;
-        Ok(Sources { sources })
+        let missed = sources.iter().map(|_| AtomicBool::new(false)).collect();
+        Ok(Sources { sources, missed })
     }
 
     pub fn len(&self) -> usize {
@@ -106,13 +124,15 @@ impl Sources {
     }
 
     /// One scan of every source, in order, composed: with `changed`, each source that can rescans
-    /// from those changes (the others scan fully). Stops at the first source that fails.
+    /// from those changes (the others scan fully). Stops at the first source that fails; the ones
+    /// after it, which never saw the changes, scan fully the next time.
     pub async fn scan(&self, changed: Option<&Arc<Vec<PathBuf>>>) -> Result<CompositeDiscovery, SourceError> {
         let mut scans = Vec::with_capacity(self.sources.len());
-        for source in &self.sources {
+        for (index, source) in self.sources.iter().enumerate() {
+            let missed = self.missed[index].swap(false, Ordering::AcqRel);
             let rescanned = match changed {
-                Some(changed) => source.rescan(changed).await,
-                None => None,
+                Some(changed) if !missed => source.rescan(changed).await,
+                _ => None,
             };
             let scan = match rescanned {
                 Some(scan) => scan,
@@ -121,6 +141,9 @@ impl Sources {
             let failed = scan.is_err();
             scans.push(scan);
             if failed {
+                for later in &self.missed[index + 1..] {
+                    later.store(true, Ordering::Release);
+                }
                 break;
             }
         }

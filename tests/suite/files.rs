@@ -101,6 +101,17 @@ async fn files_answer_conditional_and_range_requests_as_a_static_server_does() {
     assert_eq!(several.bytes().await.unwrap(), bytes);
     let stale_copy = app.get(url).header("range", "bytes=0-1").header("if-range", "\"sha256:00\"").send().await;
     assert_eq!(stale_copy.unwrap().status(), 200, "If-Range with another tag: the whole file");
+    let junk = app.get(url).header("range", "bytes=0-1").header("if-range", "junk").send().await.unwrap();
+    assert_eq!(junk.status(), 200, "If-Range that is no validator: the whole file");
+    let current = app.get(url).header("range", "bytes=0-1").header("if-range", &tag).send().await.unwrap();
+    assert_eq!(current.status(), 206, "If-Range with the file's tag: the range");
+    // A suffix longer than the file is the whole file (RFC 9110 14.1.2), as a range.
+    let longer = app.get(url).header("range", "bytes=-100000").send().await.unwrap();
+    assert_eq!(longer.status(), 206);
+    assert_eq!(longer.headers()["content-range"], format!("bytes 0-{}/{}", bytes.len() - 1, bytes.len()).as_str());
+    assert_eq!(longer.bytes().await.unwrap(), bytes);
+    let zero = app.get(url).header("range", "bytes=-0").send().await.unwrap();
+    assert_eq!(zero.status(), 416, "a zero-length suffix is unsatisfiable");
     app.shutdown().await.unwrap();
 }
 
@@ -282,4 +293,103 @@ async fn an_archive_of_a_folder_swapped_since_the_listing_is_409_and_never_holds
     let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes.to_vec())).unwrap();
     assert!(zip.by_name("references/guide.md").is_err());
     app.shutdown().await.unwrap();
+}
+
+/// A file rewritten in place (truncated, then written in pieces, as a program that saves over a
+/// file does) while clients read it: every complete answer is one whole version of the file,
+/// never a state halfway through a write, and the file never drops out of the listing. An answer
+/// caught by a change is 409 (refresh and retry), or cut short: never complete and wrong.
+///
+/// A state the file rests in as long as the scan waits for a file to settle (12 ms) is one the
+/// scan may list: a writer stalled that long (this machine is shared; a write after a truncation
+/// may wait for the disk) looks like a writer that stopped. Such a state is allowed only when the
+/// writer did stall there, for 10 ms or more; it records its pauses to tell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_rewritten_in_place_is_never_served_half_written() {
+    use std::io::Write as _;
+    const PIECE: usize = 32 * 1024;
+    const PIECES: usize = 8;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let skill = dir.path().join("rewritten");
+    write_skill(&skill, &skill_md("rewritten", "Rewritten in place", "See data.txt."));
+    let versions: Vec<Vec<u8>> = (0..2u8).map(|version| vec![b'a' + version; PIECES * PIECE]).collect();
+    let file = skill.join("data.txt");
+    std::fs::write(&file, &versions[0]).unwrap();
+    let app = TestApp::spawn_dir(dir.path()).await;
+    // (version, pieces written) of the states the writer rested in for 10 ms or more.
+    let stalls = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashSet::<(usize, usize)>::new()));
+    let writer = {
+        let (file, versions, stalls) = (file.clone(), versions.clone(), std::sync::Arc::clone(&stalls));
+        std::thread::spawn(move || {
+            for round in 0..40 {
+                let version = round % 2;
+                // Truncating may take a while once the file is empty: from before the call.
+                let mut last = std::time::Instant::now();
+                let mut out = std::fs::OpenOptions::new().write(true).truncate(true).open(&file).unwrap();
+                for (written, piece) in versions[version].chunks(PIECE).enumerate() {
+                    // The file rests with `written` pieces from the end of the last call until
+                    // some time within this one (a write after a truncation may wait for the
+                    // disk): a stall if that came to 10 ms.
+                    out.write_all(piece).unwrap();
+                    if last.elapsed() >= Duration::from_millis(10) {
+                        stalls.lock().unwrap().insert((version, written));
+                    }
+                    last = std::time::Instant::now();
+                    if written + 1 < PIECES {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                drop(out);
+                std::thread::sleep(Duration::from_millis(15));
+            }
+        })
+    };
+    let (mut whole, mut changed, mut cut, mut rested_in) = (0, 0, 0, Vec::new());
+    while !writer.is_finished() {
+        // An answer whose first piece fails ends the connection before its head is sent whole.
+        let Ok(response) = app.get("/skills/rewritten/files/data.txt").send().await else {
+            cut += 1;
+            continue;
+        };
+        match response.status().as_u16() {
+            200 => match response.bytes().await {
+                Err(_) => cut += 1,
+                Ok(body) => {
+                    if !versions.iter().any(|version| **version == *body) {
+                        // Judged once the writer is done: it may still be stalled in this state.
+                        rested_in.push(body);
+                    }
+                    whole += 1;
+                }
+            },
+            409 => changed += 1,
+            status => panic!("GET a file being rewritten: {status} {}", response.text().await.unwrap_or_default()),
+        }
+    }
+    writer.join().unwrap();
+    let stalls = stalls.lock().unwrap().clone();
+    for body in &rested_in {
+        // A state the writer rested in: that many pieces of one version (an empty file, of either).
+        let rested = match body.first() {
+            None => stalls.iter().any(|(_, written)| *written == 0),
+            Some(first) => {
+                body.len() % PIECE == 0
+                    && body.iter().all(|byte| byte == first)
+                    && stalls.contains(&(usize::from(first - b'a'), body.len() / PIECE))
+            }
+        };
+        assert!(rested, "a half-written file: {} bytes", body.len());
+    }
+    eprintln!(
+        "rewritten in place: {whole} whole answers ({} of a state the writer stalled in), {changed} refused \
+         as changed, {cut} cut short",
+        rested_in.len()
+    );
+    assert!(whole > 0, "some answers got through");
+    // Once the writes stop, the last version is served.
+    eventually("the last version is served", || async {
+        let response = app.get("/skills/rewritten/files/data.txt").send().await.expect("GET");
+        response.status() == 200 && response.bytes().await.is_ok_and(|body| *body == *versions[1])
+    })
+    .await;
 }

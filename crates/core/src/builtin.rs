@@ -48,14 +48,12 @@ impl<E: RustEmbed> BuiltinSkillDiscoverer<E> {
     }
 
     /// The bytes of the file at `path` of `skill`, which must be this source's current
-    /// descriptor and `path` one of its listed files; more than `max_bytes` is
-    /// [`SkillError::Changed`], as for a directory source.
-    pub fn read_file_blocking(
+    /// descriptor and `path` one of its listed files, as the binary holds them.
+    pub fn file_bytes(
         &self,
         skill: &Skill,
         path: &SkillFilePath,
-        max_bytes: u64,
-    ) -> Result<Vec<u8>, SkillError> {
+    ) -> Result<std::borrow::Cow<'static, [u8]>, SkillError> {
         let catalog = Arc::clone(&self.catalog.lock().unwrap_or_else(PoisonError::into_inner));
         let entry = match catalog.get(skill.name()) {
             Some(entry) if entry.skill == *skill => entry,
@@ -63,11 +61,22 @@ impl<E: RustEmbed> BuiltinSkillDiscoverer<E> {
         };
         let changed = || SkillError::Changed { name: skill.name().clone() };
         entry.files.get(path).ok_or_else(changed)?;
-        let file = E::get(&format!("{}/{path}", entry.folder)).ok_or_else(changed)?;
-        if file.data.len() as u64 > max_bytes {
-            return Err(changed());
+        Ok(E::get(&format!("{}/{path}", entry.folder)).ok_or_else(changed)?.data)
+    }
+
+    /// As [`file_bytes`](Self::file_bytes), copied, at most `max_bytes` (more is
+    /// [`SkillError::Changed`], as for a directory source).
+    pub fn read_file_blocking(
+        &self,
+        skill: &Skill,
+        path: &SkillFilePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, SkillError> {
+        let data = self.file_bytes(skill, path)?;
+        if data.len() as u64 > max_bytes {
+            return Err(SkillError::Changed { name: skill.name().clone() });
         }
-        Ok(file.data.into_owned())
+        Ok(data.into_owned())
     }
 
     /// As [`read_file_blocking`](Self::read_file_blocking); embedded files are in memory, so

@@ -3,6 +3,7 @@
 //! files, archives — each checked against it.
 
 mod rescan;
+mod verified;
 mod watching;
 
 use std::path::PathBuf;
@@ -10,9 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use skillcat_core::{ContentVersion, Digest, Skill, SkillError, SkillFile};
+use skillcat_core::{ContentVersion, Digest, Skill, SkillError, SkillFile, SkillName};
 use tokio::sync::{Notify, watch};
 
+pub use self::verified::VerifiedFile;
 use self::watching::WatchState;
 use super::CatalogError;
 use super::body::PreparedBody;
@@ -208,16 +210,19 @@ impl LiveCatalog {
         file: &SkillFile,
         read: Result<Vec<u8>, SkillError>,
     ) -> Result<Vec<u8>, CatalogError> {
-        let changed = || {
-            self.request_rescan();
-            CatalogError::Changed(skill.name().clone())
-        };
+        let changed = || self.changed(skill.name());
         match read {
             Ok(bytes) if Digest::of(&bytes) == file.digest => Ok(bytes),
             Ok(_) => Err(changed()),
             Err(error) if error.is_stale() => Err(changed()),
             Err(source) => Err(CatalogError::Read { name: skill.name().clone(), source }),
         }
+    }
+
+    /// The snapshot no longer tells what `name` holds: a rescan is asked for.
+    fn changed(&self, name: &SkillName) -> CatalogError {
+        self.request_rescan();
+        CatalogError::Changed(name.clone())
     }
 
     /// Asks for a full rescan; requests made while one runs collapse into one more.

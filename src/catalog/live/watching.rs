@@ -162,7 +162,7 @@ impl LiveCatalog {
         // Creations, removals and modifications only: the scans' own opens of every folder and
         // `SKILL.md` would otherwise each queue an event, overflow the kernel's queue on a large
         // tree, and make every full rescan cause the next.
-        match Watcher::new(EventKindMask::CORE, move |change| catalog.changed(change)) {
+        match Watcher::new(EventKindMask::CORE, move |change| catalog.on_change(change)) {
             Ok(watcher) => {
                 let roots = (self.inner.sources.iter().enumerate())
                     .flat_map(|(source, of)| of.folders().iter().map(move |root| (source, root.clone())))
@@ -200,7 +200,7 @@ impl LiveCatalog {
     }
 
     /// What a change the watcher reports asks of the rescans (on the watcher's thread).
-    fn changed(&self, change: Change) {
+    fn on_change(&self, change: Change) {
         let (state, metrics) = (&self.inner.watching, &self.inner.metrics);
         state.changes.fetch_add(1, Ordering::AcqRel);
         match change {

@@ -236,7 +236,15 @@ impl DirectorySkillDiscoverer {
                     .collect()
             }
         };
-        let files = match self.list_files(&found, &outcome.roots, &reused, touched.is_some()) {
+        // For files that keep changing under every read: the last scan's listing of each skill.
+        let known: Vec<Option<Arc<FileListing>>> = found
+            .iter()
+            .map(|found| {
+                let index = previous.found.binary_search_by(|known| known.skill.name().cmp(found.skill.name())).ok()?;
+                Some(Arc::clone(&previous.files[index]))
+            })
+            .collect();
+        let files = match self.list_files(&found, &outcome.roots, &reused, &known, touched.is_some()) {
             Ok(files) => files,
             Err(error) => {
                 *lock(&self.inner.unlisted) = unlisted;
@@ -267,17 +275,12 @@ impl DirectorySkillDiscoverer {
         }
     }
 
-    /// Reads the file at `path` of `skill`, which must be this source's current descriptor and
-    /// `path` one of its listed files: re-opened beneath the skill folder without following a
-    /// symlink, without blocking on a FIFO, checked to be a regular file, and read to at most
-    /// `max_bytes` (a file now larger is [`SkillError::Changed`]). The caller compares the bytes
-    /// with the digest it holds: a mismatch means the listing it has is stale.
-    pub fn read_file_blocking(
-        &self,
-        skill: &Skill,
-        path: &SkillFilePath,
-        max_bytes: u64,
-    ) -> Result<Vec<u8>, SkillError> {
+    /// Opens the file at `path` of `skill`, which must be this source's current descriptor and
+    /// `path` one of its listed files: beneath the skill folder without following a symlink,
+    /// without blocking on a FIFO, and checked to be a regular file. Gives the open file and its
+    /// size now; the caller reads it and compares what it reads with the digest it holds (a
+    /// mismatch means the listing it has is stale).
+    pub fn open_file_blocking(&self, skill: &Skill, path: &SkillFilePath) -> Result<(std::fs::File, u64), SkillError> {
         let catalog = Arc::clone(&self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner));
         let (found, listing) = catalog.current(skill)?;
         let changed = || SkillError::Changed { name: skill.name().clone() };
@@ -296,12 +299,25 @@ impl DirectorySkillDiscoverer {
                 OpenFileError::Os(errno) => file_error(skill, path, errno.into()),
             }
         })?;
+        Ok((std::fs::File::from(fd), u64::try_from(stat.st_size).unwrap_or(0)))
+    }
+
+    /// Reads the file at `path` of `skill` as [`open_file_blocking`](Self::open_file_blocking)
+    /// opens it, to at most `max_bytes` (a file now larger is [`SkillError::Changed`]).
+    pub fn read_file_blocking(
+        &self,
+        skill: &Skill,
+        path: &SkillFilePath,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, SkillError> {
+        let (file, size) = self.open_file_blocking(skill, path)?;
         let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
-        let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
         let mut content = Vec::new();
-        guarded::read_limited(fd, size, limit, &mut content).map_err(|error| file_error(skill, path, error))?;
+        guarded::read_limited(file.into(), size, limit, &mut content)
+            .map_err(|error| file_error(skill, path, error))?;
         if content.len() > limit {
-            return Err(changed());
+            return Err(SkillError::Changed { name: skill.name().clone() });
         }
         Ok(content)
     }
@@ -346,6 +362,7 @@ impl DirectorySkillDiscoverer {
         found: &[Found],
         roots: &[Option<Arc<OwnedFd>>],
         reused: &[Option<Arc<FileListing>>],
+        known: &[Option<Arc<FileListing>>],
         partial: bool,
     ) -> Result<Vec<Arc<FileListing>>, SkillError> {
         // Taken out while listing, so that a partial pass can add to it without a copy.
@@ -369,7 +386,7 @@ impl DirectorySkillDiscoverer {
             .min(MAX_LISTING_THREADS)
             .min(order.len().div_ceil(MIN_SKILLS_PER_THREAD))
             .max(1);
-        let pass = FilePass { source: self, found, folders: &folders, roots, previous: &previous, threads };
+        let pass = FilePass { source: self, found, folders: &folders, roots, previous: &previous, known, threads };
         let runs: Vec<&[usize]> = order.chunks(order.len().div_ceil(threads).max(1)).collect();
         let results: Vec<Result<Run, SkillError>> = std::thread::scope(|scope| {
             let helpers: Vec<_> = runs
@@ -451,6 +468,8 @@ struct FilePass<'a> {
     folders: &'a [Vec<&'a [u8]>],
     roots: &'a [Option<Arc<OwnedFd>>],
     previous: &'a Hashes,
+    /// The last scan's listing of each skill, if it had one.
+    known: &'a [Option<Arc<FileListing>>],
     threads: usize,
 }
 
@@ -489,6 +508,7 @@ impl FilePass<'_> {
             let listing = match cut {
                 Some(listing) => Arc::new(listing),
                 None => {
+                    lister.fallback = self.known[index].clone();
                     let Listed { listing, folders: entered } =
                         self.source.list_skill(&mut lister, self.roots, &found[index], below)?;
                     let listing = Arc::new(listing);
