@@ -351,3 +351,83 @@ async fn after_random_churn_the_live_catalog_equals_nagents_and_a_full_walk() {
     assert!(skills_seen >= 30 && diagnostics_seen >= 5, "the churn exercises too little");
     assert!(failures.is_empty(), "{} case(s) differ:\n{}", failures.len(), failures.join("\n\n"));
 }
+
+/// Two sources over the same two roots, in the two orders: every skill of the second is shadowed
+/// by the first, and a name under both roots is a duplicate inside each, so that many states of
+/// the churn fail (nagents' `skill_catalog`) and the rescans after them must still see every
+/// change since the last good one. After random churn the live catalog equals a fresh server's (a
+/// full walk) — or, when the final tree itself fails, serves its last good catalog with that
+/// failure. It never keeps a skill that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_sources_after_churn_equal_a_full_walk() {
+    let mut failures = Vec::new();
+    let (mut good, mut failing) = (0, 0);
+    for seed in 1..=16u64 {
+        let mut random = Random(seed.wrapping_mul(0xd1b5_4a32_d192_ed03) | 1);
+        let root = CaseRoot::new().expect("case root");
+        let mut tree = Tree { root: &root, nodes: BTreeMap::new() };
+        tree.make_folders("r0");
+        tree.make_folders("r1");
+        for _ in 0..8 {
+            tree.change(&mut random);
+        }
+        let case = json!({"sources": [{"roots": ["r0", "r1"]}, {"roots": ["r1", "r0"]}]});
+        let sources = case_sources(&root, &case);
+        let live = TestApp::spawn_with(sources.clone(), |options| {
+            options.live = LiveOptions { rescan_interval: None, watch: true };
+        })
+        .await;
+        for _ in 0..40 {
+            tree.change(&mut random);
+            tokio::time::sleep(Duration::from_millis(*random.pick(&[0u64, 0, 2, 10]))).await;
+        }
+        let fresh = TestApp::spawn_with(sources, |options| {
+            options.live = LiveOptions { rescan_interval: None, watch: false };
+        })
+        .await;
+        let expected = fresh.skills().await;
+        let expected_status = expected.status().as_u16();
+        let expected_body = expected.text().await.expect("body");
+        let fails = expected_status != 200;
+        let detail = if fails {
+            let problem: Value = serde_json::from_str(&expected_body).expect("a problem");
+            problem["detail"].as_str().expect("detail").to_owned()
+        } else {
+            String::new()
+        };
+        let settled = |body: &str| {
+            if !fails {
+                return body == expected_body;
+            }
+            // The last good catalog, carrying the failure; or no catalog at all yet.
+            let listed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+            let message = listed["error"]["message"].as_str().or(listed["detail"].as_str());
+            message.is_some_and(|message| message.starts_with(&detail))
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut body = String::new();
+        while tokio::time::Instant::now() < deadline {
+            body = live.skills().await.text().await.expect("body");
+            if settled(&body) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if fails {
+            failing += 1;
+        } else {
+            good += 1;
+        }
+        if !settled(&body) {
+            failures.push(format!(
+                "seed {seed}: the live catalog is not a full walk's{}\n  live:  {body}\n  fresh: {expected_body}",
+                if fails { " failure" } else { "" }
+            ));
+        }
+        live.shutdown().await.expect("clean shutdown");
+        fresh.shutdown().await.expect("clean shutdown");
+    }
+    eprintln!("overlapping churn: {good} final trees with a catalog, {failing} failing");
+    assert!(good >= 4, "too few final trees give a catalog ({good})");
+    assert!(failures.is_empty(), "{} of 16 differ:\n{}", failures.len(), failures.join("\n"));
+}

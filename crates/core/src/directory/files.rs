@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::{AtFlags, FileType, RawDir, Stat};
 use rustix::io::Errno;
@@ -24,6 +25,16 @@ const HASH_CHUNK: usize = 64 * 1024;
 /// again at the next scan: file times tick coarsely (a jiffy, or a server's clock), so a write
 /// just after the scan read the file could leave its status unchanged (git's "racy" files).
 pub(crate) const SETTLE_SECONDS: i64 = 2;
+/// How long a file that changed a moment ago must keep its status before it is read: longer than
+/// a writer's pause between two writes, and than the grain of the clock the kernel stamps changes
+/// with (a jiffy: 1 to 10 ms), so that a write during the read changes its status.
+const SETTLED: Duration = Duration::from_millis(12);
+/// A change at most this old may be one a writer is still in the middle of, whatever the lag of
+/// its stamp; an older one has settled. Waiting for [`SETTLED`] costs a scan at most about this
+/// long in all, however many files changed: the files it reads after waiting are older.
+const RECENT: Duration = Duration::from_millis(50);
+/// Reads of a file that keeps changing under them before it is left out of this scan's listing.
+const HASH_TRIES: usize = 8;
 
 /// What identifies a file's content without reading it: a write changes the size, the
 /// modification time or at least the change time, which no one can set back.
@@ -110,6 +121,18 @@ pub(crate) struct Lister<'p> {
     chunk: Vec<u8>,
     /// Listings of folders already walked, to be reused.
     spare: Vec<Names>,
+    /// The last scan's listing of the skill being listed, for files that keep changing.
+    pub fallback: Option<Arc<FileListing>>,
+}
+
+/// What became of hashing a file.
+enum Hashed {
+    /// Read while it did not change, with its status then.
+    Settled(FileKey, Digest),
+    /// Changed under every read.
+    Changing,
+    /// Removed, or no longer a regular file.
+    Gone,
 }
 
 /// Why a skill's walk stopped.
@@ -146,6 +169,7 @@ impl<'p> Lister<'p> {
             listing: Vec::with_capacity(LISTING_BUFFER),
             chunk: vec![0; HASH_CHUNK],
             spare: Vec::new(),
+            fallback: None,
         }
     }
 
@@ -268,8 +292,8 @@ impl<'p> Lister<'p> {
             return Err(Stop::Bound(FilesUnavailable::TooManyFiles { counted: MAX_SKILL_FILES + 1 }));
         }
         let key = FileKey::of(&stat);
-        let counted = tree.bytes.saturating_add(key.size);
-        if counted > MAX_SKILL_BYTES {
+        if tree.bytes.saturating_add(key.size) > MAX_SKILL_BYTES {
+            let counted = tree.bytes.saturating_add(key.size);
             return Err(Stop::Bound(FilesUnavailable::TooLarge { counted, path, size: key.size }));
         }
         let file_path = match SkillFilePath::parse(&path) {
@@ -281,23 +305,60 @@ impl<'p> Lister<'p> {
         };
         // A file seen by the last scan or earlier in this one (a hard link, or a nested skill
         // listed on its own) is not read again.
-        let digest = match self.previous.get(&key).or_else(|| self.current.get(&key)) {
-            Some(&digest) => digest,
-            None => match self.hash(folder, name, key) {
-                Ok(Some(digest)) => digest,
-                Ok(None) => {
+        let (key, digest) = match self.previous.get(&key).or_else(|| self.current.get(&key)) {
+            Some(&digest) => (key, digest),
+            None => match self.hash_settled(folder, name, key) {
+                Ok(Hashed::Settled(key, digest)) => (key, digest),
+                // Still being written: listed as the last scan listed it (a read of it is then
+                // refused as changed) rather than dropped; the write's last change brings the
+                // rescan that reads it settled.
+                Ok(Hashed::Changing)
+                    if let Some(known) = self.fallback.as_ref().and_then(|known| known.get(&file_path)) =>
+                {
+                    let known = known.clone();
+                    tree.bytes = tree.bytes.saturating_add(known.size);
+                    tree.files.push(known);
+                    return Ok(());
+                }
+                Ok(Hashed::Changing | Hashed::Gone) => {
                     tree.skip(path, SkipReason::Changed);
                     return Ok(());
                 }
                 Err(errno) => return self.failed(tree, path, errno),
             },
         };
+        let counted = tree.bytes.saturating_add(key.size);
+        if counted > MAX_SKILL_BYTES {
+            return Err(Stop::Bound(FilesUnavailable::TooLarge { counted, path, size: key.size }));
+        }
         if key.changed.0 < self.settled_before {
             self.current.insert(key, digest);
         }
         tree.bytes = counted;
         tree.files.push(SkillFile { path: file_path, size: key.size, digest, executable: stat.st_mode & 0o100 != 0 });
         Ok(())
+    }
+
+    /// The digest of the file `name` (found with the status `key`), and its status as hashed: the
+    /// file is read only once its last change is older than the clock's grain ([`SETTLED`]), so
+    /// that a write during the read shows in its status, and it is read again (a few times, a
+    /// moment apart) while it keeps changing under the read. A file written in place is never
+    /// listed as it was halfway through a write.
+    fn hash_settled(&mut self, folder: BorrowedFd<'_>, name: &[u8], key: FileKey) -> Result<Hashed, Errno> {
+        let mut key = key;
+        for _ in 0..HASH_TRIES {
+            wait_until_settled(&key);
+            if let Some(digest) = self.hash(folder, name, key)? {
+                return Ok(Hashed::Settled(key, digest));
+            }
+            // Changed while read: its status now, to read it again once settled.
+            key = match rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => FileKey::of(&stat),
+                Ok(_) | Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => return Ok(Hashed::Gone),
+                Err(errno) => return Err(errno),
+            };
+        }
+        Ok(Hashed::Changing)
     }
 
     /// Hashes the file `name` if it still has the status `key`; `None` if it changed (replaced,
@@ -349,6 +410,27 @@ impl<'p> Lister<'p> {
         };
         tree.skip(path, reason);
         Ok(())
+    }
+}
+
+/// Waits, for a file whose status `key` (just seen) says it changed [`RECENT`]ly, [`SETTLED`]: a
+/// file is read once it has kept one status that long. Its change time alone cannot tell: the
+/// kernel stamps changes with a coarse clock that lags the precise one, and here moved in jumps
+/// of over 15 ms, so a file truncated a moment ago can carry a stamp that looks settled.
+fn wait_until_settled(key: &FileKey) {
+    use rustix::time::{ClockId, clock_gettime};
+    let (seconds, nanos) = key.changed;
+    let changed = i128::from(seconds) * 1_000_000_000 + i128::from(nanos);
+    let since = |clock: ClockId| {
+        let now = clock_gettime(clock);
+        i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec) - changed
+    };
+    let since = since(ClockId::Realtime).min(since(ClockId::RealtimeCoarse));
+    let recent = RECENT.as_nanos() as i128;
+    // Stamped far ahead is a clock that is off (a network file system's, say): waiting would not
+    // tell more, and every new file would cost the wait.
+    if (-recent..recent).contains(&since) {
+        std::thread::sleep(SETTLED);
     }
 }
 
