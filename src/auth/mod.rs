@@ -5,12 +5,14 @@
 //! appear in no error, log line or `Debug` output.
 
 mod reload;
+pub mod throttle;
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
 pub use self::reload::{TokenReloads, TokenStore};
+pub use self::throttle::{Penalty, Throttle, Waiting};
 
 /// The largest token file read: far more than any real list of tokens.
 const MAX_FILE_BYTES: u64 = 1 << 20;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
+use super::throttle::Throttle;
 use super::{TokenFileError, Tokens, read_text};
 use crate::watch::{EventKindMask, RecursiveMode, Watched, Watcher};
 
@@ -72,6 +73,7 @@ impl Reading {
 pub struct TokenStore {
     tokens: watch::Receiver<Arc<Tokens>>,
     reloads: Arc<ReloadCounts>,
+    throttle: Arc<Throttle>,
 }
 
 /// How the re-reads of the token file went since the server started. A re-read that keeps the
@@ -128,12 +130,17 @@ impl TokenStore {
         let reloads = Arc::new(ReloadCounts::default());
         let reloader = Reloader { path, recheck, sender, counts: Arc::clone(&reloads), changed, folders };
         tokio::spawn(reloader.run(shutdown));
-        Ok(TokenStore { tokens: receiver, reloads })
+        Ok(TokenStore { tokens: receiver, reloads, throttle: Arc::default() })
     }
 
     /// The tokens accepted now.
     pub fn current(&self) -> Arc<Tokens> {
         Arc::clone(&self.tokens.borrow())
+    }
+
+    /// The wrong tokens clients presented, and who may not present one now.
+    pub fn throttle(&self) -> &Throttle {
+        &self.throttle
     }
 
     /// Every change of the tokens, starting with the current ones.
@@ -404,7 +411,11 @@ mod tests {
     #[test]
     fn debug_output_shows_no_token_material() {
         let tokens = Tokens::parse("s3cr3t\n", Path::new("/run/tokens")).unwrap();
-        let store = TokenStore { tokens: watch::channel(Arc::new(tokens.clone())).1, reloads: Arc::default() };
+        let store = TokenStore {
+            tokens: watch::channel(Arc::new(tokens.clone())).1,
+            reloads: Arc::default(),
+            throttle: Arc::default(),
+        };
         let shown = format!("{tokens:?} {store:?}");
         assert!(!shown.contains("s3cr3t"));
         let digest = Sha256::digest(b"s3cr3t");

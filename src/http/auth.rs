@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, header};
 
 use super::error::HttpError;
 use crate::app::App;
-use crate::auth::{TokenDigest, Tokens};
+use crate::auth::{Penalty, TokenDigest, Tokens, Waiting};
 
 /// Routes reached without credentials: the probes (a kubelet carries none), and the login form
 /// with what it needs to show (its script and style sheet), which reveal nothing of the catalog.
@@ -21,9 +21,23 @@ pub const COOKIE: &str = "skillcat_token";
 #[derive(Debug, Clone, Copy)]
 pub struct Authenticated(pub TokenDigest);
 
+/// A refused request: its error, and how long its answer must wait (a wrong token beyond its
+/// client's share, see `crate::auth::Throttle`).
+pub struct Refused {
+    pub error: HttpError,
+    pub wait: Option<(std::time::Duration, Waiting)>,
+}
+
+impl From<HttpError> for Refused {
+    fn from(error: HttpError) -> Self {
+        Refused { error, wait: None }
+    }
+}
+
 /// Authentication, in the gate of every route: lets the request through (marked
-/// [`Authenticated`]) or refuses it with a 401.
-pub fn check(app: &App, request: &mut Request) -> Result<(), HttpError> {
+/// [`Authenticated`]) or refuses it with a 401 (answered late when its client has presented many
+/// wrong tokens, or 429 when it has too many such answers waiting).
+pub fn check(app: &App, request: &mut Request) -> Result<(), Refused> {
     let Some(store) = &app.tokens else {
         return Ok(());
     };
@@ -32,17 +46,36 @@ pub fn check(app: &App, request: &mut Request) -> Result<(), HttpError> {
         return Ok(());
     }
     let tokens = store.current();
-    let digest = match authenticate(request.headers(), &tokens) {
+    let (checked, how) = match authenticate(request.headers(), &tokens) {
         // A browser's login cookie stands in for the header on safe methods only: nothing a
         // cookie lets through changes anything (see `pages::login`).
         Err(HttpError::MissingToken) if request.method().is_safe() => match cookie_token(request.headers()) {
-            Some(token) => tokens.check(token).ok_or(HttpError::InvalidToken)?,
-            None => return Err(HttpError::MissingToken),
+            Some(token) => (tokens.check(token).ok_or(HttpError::InvalidToken), "the login cookie"),
+            None => return Err(HttpError::MissingToken.into()),
         },
-        checked => checked?,
+        Err(HttpError::MissingToken) => return Err(HttpError::MissingToken.into()),
+        checked => (checked, "the Authorization header"),
     };
-    request.extensions_mut().insert(Authenticated(digest));
-    Ok(())
+    match checked {
+        Ok(digest) => {
+            request.extensions_mut().insert(Authenticated(digest));
+            Ok(())
+        }
+        Err(error) => Err(match store.throttle().failed(client_address(request), how) {
+            Penalty::None => Refused { error, wait: None },
+            Penalty::Wait(delay, waiting) => Refused { error, wait: Some((delay, waiting)) },
+            Penalty::Refuse(seconds) => HttpError::TooManyFailures(seconds).into(),
+        }),
+    }
+}
+
+/// The address a request came from (the server records each connection's peer; a router driven
+/// in-process has none, and its requests count as one client's).
+pub fn client_address<B>(request: &axum::http::Request<B>) -> std::net::IpAddr {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |info| info.0.ip())
 }
 
 /// The token of the [`COOKIE`] among the request's cookies, if there is one.

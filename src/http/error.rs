@@ -101,6 +101,9 @@ pub enum HttpError {
     MissingToken,
     #[error("the bearer token is not valid")]
     InvalidToken,
+    /// This client has too many answers to wrong tokens waiting: how many seconds to wait.
+    #[error("too many wrong tokens from this client at once; retry in {0} s")]
+    TooManyFailures(u64),
     /// A login or logout form that another site's page made a browser send.
     #[error("this form is accepted only from this server's own pages")]
     CrossSite,
@@ -147,6 +150,7 @@ impl HttpError {
             }
             Timeout => (StatusCode::REQUEST_TIMEOUT, "timeout", "Request timeout"),
             MissingToken | InvalidToken => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+            TooManyFailures(_) => (StatusCode::TOO_MANY_REQUESTS, "too-many-failures", "Too many wrong tokens"),
             CrossSite => (StatusCode::FORBIDDEN, "cross-site", "Cross-site request refused"),
             McpRefused(status, _) => (*status, "mcp-refused", "MCP request refused"),
             Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error"),
@@ -229,6 +233,9 @@ impl IntoResponse for HttpError {
             // may still be on its way, and the server stopped reading it.
             HttpError::Timeout | HttpError::BodyTimeout | HttpError::PayloadTooLarge => {
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            HttpError::TooManyFailures(seconds) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             }
             HttpError::RangeNotSatisfiable(length) => {
                 let range = HeaderValue::from_str(&format!("bytes */{length}")).expect("a length is visible ASCII");

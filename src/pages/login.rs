@@ -9,7 +9,10 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use axum::Extension;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -18,6 +21,7 @@ use utoipa_axum::routes;
 
 use super::{html, templates};
 use crate::app::App;
+use crate::auth::Penalty;
 use crate::http::auth::COOKIE;
 use crate::http::{BoundedBody, HttpError, Problem};
 
@@ -67,12 +71,14 @@ pub struct LoginForm {
         (status = 303, description = "Logged in: the cookie is set, and Location is where to go on to"),
         (status = 400, description = "A form without a token", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "The token is not valid: the login page again", body = String, content_type = "text/html; charset=utf-8"),
+        (status = 429, description = "This client has too many wrong tokens waiting for their answer: the login page again, with Retry-After", body = String, content_type = "text/html; charset=utf-8"),
         (status = 403, description = "The request does not come from this server's own pages", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "A body that is not a form", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn login(
     State(app): State<Arc<App>>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     BoundedBody(body): BoundedBody,
 ) -> Result<Response, HttpError> {
@@ -87,8 +93,20 @@ async fn login(
         return Ok(see_other(next, None));
     };
     let token = form.token.trim();
+    let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
+    let frame = templates::Frame { title: "Log in", live: templates::Live::None, login: false };
     if store.current().check(token.as_bytes()).is_none() {
-        let frame = templates::Frame { title: "Log in", live: templates::Live::None, login: false };
+        match store.throttle().failed(client, "the login form") {
+            Penalty::None => {}
+            Penalty::Wait(delay, _waiting) => tokio::time::sleep(delay).await,
+            Penalty::Refuse(seconds) => {
+                let why = format!("Too many wrong tokens from here; try again in {seconds} s.");
+                let mut page = html(templates::login(&frame, next, Some(&why)).into_string());
+                *page.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                page.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+                return Ok(page);
+            }
+        }
         let mut page = html(templates::login(&frame, next, Some("That token is not valid.")).into_string());
         *page.status_mut() = StatusCode::UNAUTHORIZED;
         return Ok(page);

@@ -19,7 +19,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
@@ -29,6 +29,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{Layer, Service};
 
 use crate::app::App;
+use crate::auth::Waiting;
+use crate::http::auth::Refused;
 use crate::http::{
     BodyDeadline, HttpError, Limits, Problem, auth, browser_target, check_host, check_uri_length,
     problem_for_bare_errors,
@@ -91,7 +93,12 @@ where
                     Ok(future) => State::Running { future },
                     Err(_panic) => State::Answered { response: Some(HttpError::Internal.into_response()) },
                 },
-                Err(refused) => State::Answered { response: Some(refused.into_response()) },
+                Err(Refused { error, wait: None }) => State::Answered { response: Some(error.into_response()) },
+                Err(Refused { error, wait: Some((delay, waiting)) }) => State::Waiting {
+                    delay: tokio::time::sleep(delay),
+                    response: Some(error.into_response()),
+                    _waiting: waiting,
+                },
             }
         });
         GateFuture { state, started, route, id, browser, span, app: Arc::clone(&self.app) }
@@ -120,7 +127,7 @@ fn request_span(request: &Request, route: Option<&MatchedPath>, id: &HeaderValue
 /// Admission, outside the limits so that a request without credentials never takes a slot: the
 /// head first (as hyper's own checks of it), then the credentials. From the head on, a browser
 /// gets its errors as pages (`browser`: where it went), the login page for a 401 among them.
-fn admit(app: &App, request: &mut Request, browser: &mut Option<String>) -> Result<(), HttpError> {
+fn admit(app: &App, request: &mut Request, browser: &mut Option<String>) -> Result<(), Refused> {
     check_host(request.version(), request.headers())?;
     check_uri_length(request.uri())?;
     *browser = browser_target(request);
@@ -146,6 +153,8 @@ pin_project_lite::pin_project! {
     enum State<F> {
         Running { #[pin] future: F },
         Answered { response: Option<Response> },
+        // A refusal whose answer waits out its client's penalty.
+        Waiting { #[pin] delay: tokio::time::Sleep, response: Option<Response>, _waiting: Waiting },
     }
 }
 
@@ -156,7 +165,7 @@ where
     type Output = Result<Response, Infallible>;
 
     /// The answer's way out: the route's answer (a panic caught), errors as problems (as pages
-    /// for a browser), the request id, then the metrics.
+    /// for a browser), the request id and `nosniff`, then the metrics.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let _entered = this.span.enter();
@@ -169,11 +178,18 @@ where
                 Err(_panic) => HttpError::Internal.into_response(),
             },
             StateProjection::Answered { response } => response.take().expect("a gate future is polled to its end once"),
+            StateProjection::Waiting { delay, response, .. } => {
+                ready!(delay.poll(cx));
+                response.take().expect("a gate future is polled to its end once")
+            }
         };
         let mut response = html_for_browsers(this.browser.as_deref(), response);
         // Moved, not cloned: a clone of a value made from a slice allocates.
         let id = std::mem::replace(this.id, HeaderValue::from_static(""));
-        response.headers_mut().entry(X_REQUEST_ID).or_insert(id);
+        let headers = response.headers_mut();
+        headers.entry(X_REQUEST_ID).or_insert(id);
+        // No answer is ever sniffed into another type (a problem that echoes a path, say).
+        headers.entry(header::X_CONTENT_TYPE_OPTIONS).or_insert(HeaderValue::from_static("nosniff"));
         record(&this.app.metrics, this.route.as_ref(), response.status(), this.started.elapsed());
         Poll::Ready(Ok(response))
     }

@@ -74,6 +74,20 @@ fn declare_bearer_auth(document: &mut utoipa::openapi::OpenApi) {
             ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build(),
         )
         .build();
+    let throttled = ResponseBuilder::new()
+        .description(
+            "This client has too many answers to wrong tokens waiting (only when the server runs with \
+             --token-file); Retry-After says when to try again",
+        )
+        .header(
+            "Retry-After",
+            Header::new(utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::schema::Type::Integer)),
+        )
+        .content(
+            "application/problem+json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build(),
+        )
+        .build();
     for (path, item) in &mut document.paths.paths {
         let open = OPEN_ROUTES.contains(&path.as_str());
         for operation in [&mut item.get, &mut item.post].into_iter().flatten() {
@@ -81,6 +95,7 @@ fn declare_bearer_auth(document: &mut utoipa::openapi::OpenApi) {
                 operation.security = Some(Vec::new());
             } else {
                 operation.responses.responses.insert("401".to_owned(), unauthorized.clone().into());
+                operation.responses.responses.entry("429".to_owned()).or_insert_with(|| throttled.clone().into());
             }
         }
     }

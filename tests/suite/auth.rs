@@ -559,3 +559,47 @@ async fn tokens_never_reach_the_log_even_at_trace_level() {
         assert!(!log.to_lowercase().contains(&secret.to_lowercase()), "the log shows {secret}");
     }
 }
+
+/// Wrong tokens from one client: a burst is answered at once; beyond it each wrong token waits a
+/// second for its 401, and a client with too many of those waiting gets 429 at once; a valid token
+/// from the same client is never held up (clients behind one proxy share an address).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_tokens_beyond_a_burst_are_answered_slowly() {
+    use skillcat::auth::throttle::{BURST, MAX_PENALIZED, PENALTY, REFILL};
+    let dir = skills();
+    let (_tokens, path) = token_file("t0ken\n");
+    let app = Arc::new(serve(dir.path(), &path).await);
+    let started = Instant::now();
+    for _ in 0..BURST as usize {
+        assert_unauthorized(send(&app, Method::GET, "/skills", Some("Bearer wrong")).await, true, "in the burst").await;
+    }
+    assert!(started.elapsed() < PENALTY * 4, "the burst is answered at full speed: {:?}", started.elapsed());
+    let late = Instant::now();
+    assert_unauthorized(send(&app, Method::GET, "/skills", Some("Bearer wrong")).await, true, "past the burst").await;
+    assert!(late.elapsed() >= PENALTY, "past the burst a wrong token waits: {:?}", late.elapsed());
+    let valid = Instant::now();
+    assert_eq!(send(&app, Method::GET, "/skills", Some("Bearer t0ken")).await.status(), 200);
+    assert!(valid.elapsed() < PENALTY / 2, "a valid token is not held up: {:?}", valid.elapsed());
+    // Many at once: those beyond the waiting ones are refused at once, with Retry-After. Since the
+    // burst the client earned a try every REFILL (and may earn more while these are sent).
+    let earned = (late.elapsed() + PENALTY).as_millis() / REFILL.as_millis();
+    let attempts: Vec<_> = (0..MAX_PENALIZED + 8 + earned as usize)
+        .map(|_| {
+            let app = Arc::clone(&app);
+            tokio::spawn(async move { send(&app, Method::GET, "/skills", Some("Bearer wrong")).await })
+        })
+        .collect();
+    let mut refused = 0;
+    for attempt in attempts {
+        let response = attempt.await.expect("a request");
+        if response.status() == 429 {
+            assert!(response.headers().contains_key("retry-after"));
+            let problem: Value = response.json().await.expect("a problem");
+            assert_eq!(problem["type"], "urn:skillcat:problem:too-many-failures");
+            refused += 1;
+        } else {
+            assert_eq!(response.status(), 401);
+        }
+    }
+    assert!(refused >= 8, "{refused} refused at once");
+}
