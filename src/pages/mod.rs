@@ -13,9 +13,9 @@ mod templates;
 
 use std::sync::{Arc, Mutex};
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use utoipa_axum::router::OpenApiRouter;
@@ -23,7 +23,7 @@ use utoipa_axum::routes;
 
 use crate::app::App;
 use crate::catalog::{CatalogError, CatalogSkill, ETag, PreparedBody, blocking};
-use crate::http::{Headers, HttpError, Problem, SkillPath, prepared, responses};
+use crate::http::{Headers, HttpError, Problem, SkillPath, not_modified, precondition_holds, prepared, responses};
 
 /// Skills on one page of the catalog.
 pub const PAGE_SIZE: usize = 500;
@@ -46,7 +46,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
 }
 
 /// An HTML page with the headers every page carries.
-pub fn html(body: impl Into<Bytes>) -> Response {
+pub fn html(body: impl Into<Body>) -> Response {
     let mut response = body.into().into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
@@ -143,7 +143,7 @@ async fn catalog_page(State(app): State<Arc<App>>, uri: Uri, Headers(headers): H
     ),
     responses(
         (status = 200, description = "The skill's page", body = String, content_type = "text/html; charset=utf-8",
-            headers(("ETag" = String, description = "Strong tag of the page; the gzip representation has its own"))),
+            headers(("ETag" = String, description = "Strong tag of the page (it covers the base URL its snippets name)"))),
         (status = 304, description = "The client's copy is current"),
         responses::InvalidName,
         responses::UnknownSkill,
@@ -159,23 +159,74 @@ async fn skill_page(
     let snapshot = app.catalog.snapshot();
     let catalog = snapshot.ready()?;
     let skill = catalog.get(&name).ok_or_else(|| CatalogError::UnknownSkill(name.clone()))?;
-    let base = base_url(&headers);
-    let pages_kept = skill.views.of::<PageCache<Box<str>>>();
-    let kept = pages_kept.get_or_init(|| async { Arc::default() }).await;
-    if let Some(page) = kept.get(&base) {
-        return prepared_page(&headers, &page);
-    }
-    let text = app.catalog.content(skill).await?;
-    let not_installable = app.catalog.publication(skill).await.err().map(|why| why.to_string());
-    let login = app.tokens.is_some();
-    let (skill_for_render, base_for_render) = (Arc::clone(skill), base.clone());
-    let page = blocking(move || render_skill(login, &skill_for_render, text.text(), &base_for_render, not_installable))
-        .await
-        .map_err(|_| HttpError::ShuttingDown)?;
-    prepared_page(&headers, &kept.insert(base, page))
+    let pages = skill.views.of::<SkillPage>();
+    let page = pages
+        .get_or_try_init(|| async {
+            let text = app.catalog.content(skill).await?;
+            let not_installable = app.catalog.publication(skill).await.err().map(|why| why.to_string());
+            let (login, skill) = (app.tokens.is_some(), Arc::clone(skill));
+            let rendered = blocking(move || render_skill(login, &skill, text.text(), &BASE_MARK, not_installable));
+            Ok::<_, HttpError>(Arc::new(SkillPage::of(&rendered.await.map_err(|_| HttpError::ShuttingDown)?)))
+        })
+        .await?;
+    page.answer(&headers, &base_url(&headers))
 }
 
-fn render_skill(login: bool, skill: &CatalogSkill, text: &str, base: &str, not_installable: Option<String>) -> Bytes {
+/// Where a skill page names the server's base URL, as rendered: a value no skill can guess (it
+/// never leaves the process), so that no text of the skill's is taken for it.
+static BASE_MARK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_nanos());
+    let tag = ETag::of(&[&seed.to_le_bytes(), &std::process::id().to_le_bytes()]);
+    format!("base-{}-base", tag.as_str().trim_matches('"'))
+});
+
+/// A skill's page, rendered once per skill version without the server's base URL (its snippets
+/// name it): the pieces around each place it goes. An answer puts the base of its request (its
+/// `Host`) between them, sharing the pieces: what a request can choose costs it a few bytes, not
+/// a page.
+struct SkillPage {
+    pieces: Vec<Bytes>,
+    etag: ETag,
+}
+
+impl SkillPage {
+    fn of(page: &str) -> Self {
+        let pieces: Vec<Bytes> =
+            page.split(BASE_MARK.as_str()).map(|piece| Bytes::copy_from_slice(piece.as_bytes())).collect();
+        let etag = ETag::of(&pieces.iter().map(|piece| piece.as_ref()).collect::<Vec<_>>());
+        SkillPage { pieces, etag }
+    }
+
+    /// The page for `base`: tagged (the tag covers the base), conditional, sent as its pieces.
+    fn answer(&self, headers: &HeaderMap, base: &str) -> Result<Response, HttpError> {
+        let etag = ETag::of(&[self.etag.as_str().as_bytes(), base.as_bytes()]);
+        let etag_header = HeaderValue::from_str(etag.as_str()).expect("tags are visible ASCII");
+        if !precondition_holds(headers, &etag_header) {
+            return Err(HttpError::NoMatchingRepresentation);
+        }
+        if not_modified(headers, &etag_header) {
+            let mut response = (StatusCode::NOT_MODIFIED, [(header::ETAG, etag_header)]).into_response();
+            secure(response.headers_mut());
+            return Ok(response);
+        }
+        let base = Bytes::from(maud::html! { (base) }.into_string());
+        let length: usize = self.pieces.iter().map(Bytes::len).sum::<usize>() + base.len() * (self.pieces.len() - 1);
+        let mut frames = Vec::with_capacity(self.pieces.len() * 2);
+        for (index, piece) in self.pieces.iter().enumerate() {
+            if index > 0 {
+                frames.push(Ok::<_, std::convert::Infallible>(base.clone()));
+            }
+            frames.push(Ok(piece.clone()));
+        }
+        let mut response = html(Body::from_stream(futures_util::stream::iter(frames)));
+        let headers = response.headers_mut();
+        headers.insert(header::ETAG, etag_header);
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        Ok(response)
+    }
+}
+
+fn render_skill(login: bool, skill: &CatalogSkill, text: &str, base: &str, not_installable: Option<String>) -> String {
     let name = skill.skill.name().as_str();
     let (files, skipped) = match skill.files() {
         Ok((files, listed)) => (
@@ -195,7 +246,7 @@ fn render_skill(login: bool, skill: &CatalogSkill, text: &str, base: &str, not_i
     };
     let live = templates::Live::Skill { name, etag: skill.entry.etag.as_str() };
     let frame = templates::Frame { title: name, live, login };
-    Bytes::from(templates::skill(&frame, &view).into_string())
+    templates::skill(&frame, &view).into_string()
 }
 
 /// The server's base URL as the request reached it: the scheme a proxy in front says it used
@@ -230,9 +281,9 @@ fn asset(text: &'static str, content_type: &'static str) -> Response {
     response
 }
 
-/// Pages kept by key, at most [`PageCache::CAPACITY`] of them: the keys come from requests (a
-/// `Host` header, a page number), so a client cannot make the cache grow without bound; past the
-/// bound a page is made for its request alone.
+/// Pages kept by key, at most [`PageCache::CAPACITY`] of them: the keys come from requests (the
+/// catalog's page numbers), so a client cannot make the cache grow without bound; past the bound
+/// a page is made for its request alone.
 #[derive(Debug)]
 pub struct PageCache<K> {
     entries: Mutex<Vec<(K, Arc<PreparedBody>)>>,

@@ -26,6 +26,8 @@ fn catalog() -> (tempfile::TempDir, tempfile::TempDir) {
     std::fs::write(first.path().join("documented/references/guide.md"), "# Guide\n").unwrap();
     std::fs::write(first.path().join("documented/page.html"), "<script>window.pwned = 1</script>").unwrap();
     std::fs::write(first.path().join("documented/logo.svg"), "<svg><script>alert(1)</script></svg>").unwrap();
+    std::fs::write(first.path().join("documented/tool.js"), "window.pwned = 13;\n").unwrap();
+    std::fs::write(first.path().join("documented/theme.css"), "body { display: none }\n").unwrap();
     write_skill(&first.path().join("hostile"), HOSTILE);
     // Hidden by the first source's skill of the same name.
     write_skill(&second.path().join("documented"), &skill_md("documented", "The hidden one", "Hidden."));
@@ -196,6 +198,18 @@ async fn raw_files_are_never_pages_of_this_origin() {
     }
     let text = app.get("/skills/documented/files/references/guide.md").send().await.unwrap();
     assert!(text.headers().get("content-disposition").is_none(), "text is shown inline");
+    // Scripts and style sheets go out as plain text: with nosniff, no page of this origin can run
+    // or apply one, whatever its policy allows.
+    for file in ["tool.js", "theme.css"] {
+        let response = app.get(&format!("/skills/documented/files/{file}")).send().await.unwrap();
+        let headers = response.headers();
+        assert_eq!(headers["content-type"], "text/plain; charset=utf-8", "{file}");
+        assert_eq!(headers["x-content-type-options"], "nosniff", "{file}");
+    }
+    // The listing still says what they are.
+    let listing: serde_json::Value = app.get("/skills/documented/files").send().await.unwrap().json().await.unwrap();
+    let script = listing["files"].as_array().unwrap().iter().find(|file| file["path"] == "tool.js").unwrap();
+    assert_eq!(script["media_type"], "text/javascript; charset=utf-8");
     app.shutdown().await.unwrap();
 }
 
