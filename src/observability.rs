@@ -21,18 +21,101 @@ pub enum LogFormat {
 pub fn init_tracing(format: LogFormat) {
     let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(BoundedLines { format }).with_ansi(colour);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }
 
+/// The longest log line written, in bytes: what a client sends (a method name, a path, a header)
+/// can end up in a line, and must not make the log grow faster than the requests that carry it.
+pub const MAX_LOG_LINE: usize = 2048;
+
+/// The longest string value kept in a JSON log line that is over [`MAX_LOG_LINE`].
+const MAX_JSON_VALUE: usize = 256;
+
+/// Writes log lines to stderr, each at most [`MAX_LOG_LINE`] bytes: a longer text line is cut and
+/// says how much was cut; in a longer JSON line each long string value is cut, so the line stays
+/// one JSON object.
+struct BoundedLines {
+    format: LogFormat,
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for BoundedLines {
+    type Writer = BoundedLine;
+
+    fn make_writer(&'a self) -> BoundedLine {
+        BoundedLine { format: self.format }
+    }
+}
+
+/// One event's writer: the formatter writes a whole line at once.
+struct BoundedLine {
+    format: LogFormat,
+}
+
+impl std::io::Write for BoundedLine {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        let mut stderr = std::io::stderr().lock();
+        if line.len() <= MAX_LOG_LINE {
+            stderr.write_all(line)?;
+        } else {
+            stderr.write_all(&bounded(self.format, line))?;
+        }
+        Ok(line.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// `line` (over [`MAX_LOG_LINE`]) cut down to it.
+fn bounded(format: LogFormat, line: &[u8]) -> Vec<u8> {
+    if format == LogFormat::Json
+        && let Ok(mut record) = serde_json::from_slice::<serde_json::Value>(line)
+    {
+        cut_strings(&mut record);
+        let mut out = serde_json::to_vec(&record).unwrap_or_default();
+        if out.len() <= MAX_LOG_LINE {
+            out.push(b'\n');
+            return out;
+        }
+    }
+    let text = String::from_utf8_lossy(line);
+    let mut end = MAX_LOG_LINE - 64;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)\n", text[..end].trim_end_matches('\n'), line.len() - end).into_bytes()
+}
+
+fn cut_strings(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(text) if text.len() > MAX_JSON_VALUE => {
+            let mut end = MAX_JSON_VALUE;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let cut = text.len() - end;
+            text.truncate(end);
+            text.push_str(&format!("… ({cut} bytes cut)"));
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(cut_strings),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(cut_strings),
+        _ => {}
+    }
+}
+
 /// Libraries that log routine events at `info`, kept at a quieter level unless `RUST_LOG` names
 /// them: notify logs "unable to remove watch descriptor" whenever a watched folder is deleted,
 /// which is expected (the kernel dropped the watch first) and tells an operator nothing; rmcp
-/// logs every MCP session's start and its client's whole `initialize` request.
-const QUIETER: &[(&str, &str)] = &[("notify", "warn"), ("rmcp", "warn")];
+/// logs every MCP session's start and its client's whole `initialize` request, and every error a
+/// request is answered with (an unknown method, a resource not found) as a warning, which a
+/// client can have written as often as it likes.
+const QUIETER: &[(&str, &str)] = &[("notify", "warn"), ("rmcp", "warn"), ("rmcp::service", "error")];
 
 /// The filter for a `RUST_LOG` value: its directives (`info` when unset or invalid), plus
 /// [`QUIETER`] for the targets it does not name.
@@ -41,11 +124,14 @@ fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
     let mut filter =
         rust_log.and_then(|directives| EnvFilter::try_new(directives).ok()).unwrap_or_else(|| EnvFilter::new("info"));
     for (target, level) in QUIETER {
+        // A directive names the target when it is about the target, a module within it, or
+        // a module it is within (`rmcp=debug` names `rmcp::service`).
         let names_target = |directive: &str| {
-            directive
-                .trim()
-                .strip_prefix(target)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['=', ':', '[']))
+            let named = directive.trim().split(['=', '[']).next().unwrap_or_default();
+            let within = |inner: &str, outer: &str| {
+                inner.strip_prefix(outer).is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+            };
+            !named.is_empty() && (within(named, target) || within(target, named))
         };
         if !rust_log.is_some_and(|directives| directives.split(',').any(names_target)) {
             filter = filter.add_directive(format!("{target}={level}").parse().expect("a valid directive"));
@@ -385,5 +471,27 @@ mod tests {
         }
         // A target that merely starts with the name is another target.
         assert!(log_filter(Some("notifyish=debug")).to_string().contains("notify=warn"));
+        // A directive about a module's parent names the module too.
+        assert!(log_filter(None).to_string().contains("rmcp::service=error"));
+        assert!(!log_filter(Some("rmcp=debug")).to_string().contains("rmcp::service=error"));
+        assert!(log_filter(Some("rmcp::transport=debug")).to_string().contains("rmcp::service=error"));
+    }
+
+    #[test]
+    fn long_log_lines_are_cut_and_json_stays_json() {
+        let long = "m".repeat(65_000);
+        let text = bounded(LogFormat::Text, format!("WARN rmcp: response error method={long}\n").as_bytes());
+        assert!(text.len() <= MAX_LOG_LINE && text.ends_with(b" bytes cut)\n"), "{}", text.len());
+        let line =
+            serde_json::to_vec(&serde_json::json!({"level": "WARN", "message": "x", "method": long, "n": 5})).unwrap();
+        let json = bounded(LogFormat::Json, &line);
+        assert!(json.len() <= MAX_LOG_LINE, "{}", json.len());
+        let record: serde_json::Value = serde_json::from_slice(&json).expect("one JSON object");
+        assert_eq!((record["level"].as_str(), record["n"].as_u64()), (Some("WARN"), Some(5)));
+        assert!(record["method"].as_str().unwrap().ends_with("(64744 bytes cut)"));
+        // A line of many short fields is cut as text rather than not at all.
+        let many: serde_json::Map<String, serde_json::Value> =
+            (0..2000).map(|index| (format!("f{index}"), serde_json::Value::from("v"))).collect();
+        assert!(bounded(LogFormat::Json, &serde_json::to_vec(&many).unwrap()).len() <= MAX_LOG_LINE);
     }
 }

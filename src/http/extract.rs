@@ -60,19 +60,24 @@ impl<S: Send + Sync> FromRequest<S> for BoundedBody {
     type Rejection = HttpError;
 
     async fn from_request(request: Request, _: &S) -> Result<Self, Self::Rejection> {
-        let deadline =
-            request.extensions().get::<BodyDeadline>().map_or(super::Limits::default().body_timeout, |d| d.0);
-        let body = request.into_body();
-        if body.size_hint().lower() > MAX_BODY_BYTES as u64 {
-            return Err(HttpError::PayloadTooLarge);
-        }
-        let read = tokio::time::timeout(deadline, http_body_util::Limited::new(body, MAX_BODY_BYTES).collect());
-        match read.await {
-            Err(_) => Err(HttpError::BodyTimeout),
-            Ok(Ok(collected)) => Ok(BoundedBody(collected.to_bytes())),
-            Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(HttpError::PayloadTooLarge),
-            Ok(Err(_)) => Err(HttpError::MalformedJson("the body could not be read".into())),
-        }
+        let (parts, body) = request.into_parts();
+        bounded_body(&parts.extensions, body).await.map(BoundedBody)
+    }
+}
+
+/// The request body `body` of at most [`MAX_BODY_BYTES`], read within the request's
+/// [`BodyDeadline`] (in `extensions`), as [`BoundedBody`] reads it.
+pub async fn bounded_body(extensions: &axum::http::Extensions, body: axum::body::Body) -> Result<Bytes, HttpError> {
+    let deadline = extensions.get::<BodyDeadline>().map_or(super::Limits::default().body_timeout, |d| d.0);
+    if body.size_hint().lower() > MAX_BODY_BYTES as u64 {
+        return Err(HttpError::PayloadTooLarge);
+    }
+    let read = tokio::time::timeout(deadline, http_body_util::Limited::new(body, MAX_BODY_BYTES).collect());
+    match read.await {
+        Err(_) => Err(HttpError::BodyTimeout),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(HttpError::PayloadTooLarge),
+        Ok(Err(_)) => Err(HttpError::MalformedJson("the body could not be read".into())),
     }
 }
 

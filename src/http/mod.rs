@@ -18,7 +18,7 @@ pub use accept::{accepts_gzip, browser_target};
 pub use auth::Authenticated;
 pub use conditional::{not_modified, precondition_holds, prepared};
 pub use error::{HttpError, Problem, problem_for_bare_errors, responses};
-pub use extract::{BodyDeadline, BoundedBody, Headers, SkillPath, name_and_path};
+pub use extract::{BodyDeadline, BoundedBody, Headers, SkillPath, bounded_body, name_and_path};
 pub use file::serve_file;
 pub use head::{check_host, check_uri_length};
 

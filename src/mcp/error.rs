@@ -27,7 +27,15 @@ pub enum ToolError {
     /// The arguments, the query or the limit: what is wrong with them.
     #[error("{0}")]
     Input(String),
+    #[error(transparent)]
+    Busy(#[from] Busy),
 }
+
+/// No room for one more large answer within a moment (`crate::limits::AnswerBytes`): the request
+/// was valid, and a retry shortly will do.
+#[derive(Debug, thiserror::Error)]
+#[error("the server is busy sending large files; retry shortly")]
+pub struct Busy;
 
 /// A tool's error as its result: the message for the model to read.
 pub fn tool_error(error: ToolError) -> CallToolResult {

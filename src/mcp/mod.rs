@@ -80,7 +80,7 @@ async fn streams(
     State(app): State<Arc<App>>,
     authenticated: Option<Extension<Authenticated>>,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let slot = if request.method() == Method::GET {
@@ -103,18 +103,73 @@ async fn streams(
         });
         revoked
     });
-    let response = next.run(request).await;
-    if slot.is_none() && revoked.is_none() {
-        return response;
+    if request.method() == Method::POST {
+        request = match mark_bad_cursor(request).await {
+            Ok(request) => request,
+            Err(error) => return error.into_response(),
+        };
     }
-    response.map(|inner| Body::new(Guarded { inner, revoked, _slot: slot }))
+    let held = Held::default();
+    request.extensions_mut().insert(held.clone());
+    let response = next.run(request).await;
+    response.map(|inner| Body::new(Guarded { inner, revoked, _slot: slot, _held: held }))
 }
 
-/// An answer's body that ends when its token is revoked, holding its stream's place while it lives.
+/// A request whose `params.cursor` is there but is neither a string nor null: what it is.
+///
+/// rmcp reads a listing's params as a flattened `Option`, so params that do not fit read as none
+/// and the first page would be the answer. The transport hands a request's HTTP extensions to the
+/// handler, which answers a request marked so -32602.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BadCursor(pub(crate) &'static str);
+
+/// Reads a POST's body (bounded, as every body is) to mark it [`BadCursor`] if it is one. Only a
+/// body that says `"cursor"` is parsed here.
+async fn mark_bad_cursor(request: Request) -> Result<Request, HttpError> {
+    let (mut parts, body) = request.into_parts();
+    let bytes = crate::http::bounded_body(&parts.extensions, body).await?;
+    if let Some(kind) = bad_cursor(&bytes) {
+        parts.extensions.insert(BadCursor(kind));
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// What the cursor of a JSON-RPC request `body` is when it is there but not a string (or null).
+fn bad_cursor(body: &[u8]) -> Option<&'static str> {
+    const CURSOR: &[u8] = b"\"cursor\"";
+    if !body.windows(CURSOR.len()).any(|window| window == CURSOR) {
+        return None;
+    }
+    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match message.get("params")?.get("cursor")? {
+        serde_json::Value::String(_) | serde_json::Value::Null => None,
+        serde_json::Value::Bool(_) => Some("a boolean"),
+        serde_json::Value::Number(_) => Some("a number"),
+        serde_json::Value::Array(_) => Some("an array"),
+        serde_json::Value::Object(_) => Some("an object"),
+    }
+}
+
+/// The room an answer reserved for what it holds whole in memory (`crate::limits::AnswerBytes`),
+/// kept until its body is sent or dropped. The transport hands a request's HTTP extensions to the
+/// handler, which adds its reservation here.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Held(Arc<std::sync::Mutex<Vec<tokio::sync::OwnedSemaphorePermit>>>);
+
+impl Held {
+    /// Keeps `permit` until the answer is sent.
+    pub(crate) fn keep(&self, permit: tokio::sync::OwnedSemaphorePermit) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(permit);
+    }
+}
+
+/// An answer's body that ends when its token is revoked, holding its stream's place and its
+/// reserved room while it lives.
 struct Guarded {
     inner: Body,
     revoked: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     _slot: Option<StreamSlot>,
+    _held: Held,
 }
 
 impl hyper::body::Body for Guarded {

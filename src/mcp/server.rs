@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ErrorData, GetSkillRequestParams, GetSkillResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ErrorData,
+    GetSkillRequestParams, GetSkillResult, Implementation, InitializeRequestParams, InitializeResult,
+    ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -17,6 +18,7 @@ use super::error::method_error;
 use super::tools;
 use super::view::{Target, View, contents, mime_type};
 use crate::app::App;
+use crate::observability::MCP_METHODS;
 
 /// Entries of `skills/list` (and `SKILL.md` resources of `resources/list`) per page.
 const PAGE: usize = 100;
@@ -57,8 +59,16 @@ impl SkillServer {
     }
 }
 
-/// The served skill a cursor names, or -32602.
-fn cursor(request: Option<&PaginatedRequestParams>) -> Result<Option<SpecName>, ErrorData> {
+/// The served skill a cursor names, or -32602 (as for a cursor that is not a string: see
+/// [`super::BadCursor`]).
+fn cursor(
+    request: Option<&PaginatedRequestParams>,
+    context: &RequestContext<RoleServer>,
+) -> Result<Option<SpecName>, ErrorData> {
+    let parts = context.extensions.get::<http::request::Parts>();
+    if let Some(super::BadCursor(kind)) = parts.and_then(|parts| parts.extensions.get::<super::BadCursor>()) {
+        return Err(ErrorData::invalid_params(format!("invalid cursor: a string is expected, not {kind}"), None));
+    }
     match request.and_then(|request| request.cursor.as_deref()) {
         None => Ok(None),
         Some(cursor) => SpecName::parse(cursor)
@@ -73,7 +83,7 @@ impl SkillServer {
         request: Option<PaginatedRequestParams>,
         context: &RequestContext<RoleServer>,
     ) -> Result<ListSkillsResult, ErrorData> {
-        let after = cursor(request.as_ref())?;
+        let after = cursor(request.as_ref(), context)?;
         let view = self.view().await?;
         let (page, next) = view.page(after.as_ref(), PAGE);
         let mut result = ListSkillsResult::with_all_items(page.map(|skill| skill.mcp.entry.clone()).collect());
@@ -111,7 +121,7 @@ impl SkillServer {
         request: Option<PaginatedRequestParams>,
         context: &RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let after = cursor(request.as_ref())?;
+        let after = cursor(request.as_ref(), context)?;
         let view = self.view().await?;
         let (page, next) = view.page(after.as_ref(), PAGE);
         let mut result = ListResourcesResult::with_all_items(page.map(|skill| skill.mcp.listed.clone()).collect());
@@ -135,6 +145,9 @@ impl SkillServer {
         let Some(Target::File(skill, file)) = view.resolve(&request.uri) else {
             return Err(not_found());
         };
+        reserve(&self.app, context, file.size)
+            .await
+            .map_err(|busy| ErrorData::internal_error(busy.to_string(), None))?;
         // A SKILL.md (what hosts read most) comes from the catalog's contents, checked against the
         // snapshot's version of it and kept while no file changed; any other file is read
         // beneath the skill's folder and checked against its listed digest.
@@ -238,18 +251,47 @@ impl ServerHandler for SkillServer {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.count("tools/list", async { Ok(ListToolsResult::with_all_items(tools::all())) }).await
+        self.count("tools/list", async {
+            if cursor(request.as_ref(), &context)?.is_some() {
+                return Err(ErrorData::invalid_params("this listing has one page: no cursor applies", None));
+            }
+            Ok(ListToolsResult::with_all_items(tools::all()))
+        })
+        .await
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.count("tools/call", tools::call(&self.app, request)).await.map(Into::into)
+        self.count("tools/call", tools::call(&self.app, request, &context)).await.map(Into::into)
+    }
+
+    /// A request whose method rmcp did not recognize, which happens too when a method this server
+    /// answers comes with params that do not read as that method's: those are -32602 (invalid
+    /// params, saying what is wrong), any other method -32601. A method name is client text: it is
+    /// echoed cut short.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method = request.method.as_str();
+        let answer = if MCP_METHODS.contains(&method) {
+            Err(ErrorData::invalid_params(
+                format!("invalid params for {method}: {}", params_problem(method, request.params)),
+                None,
+            ))
+        } else {
+            let shown: String = method.chars().take(64).collect();
+            let cut = if shown.len() < method.len() { "…" } else { "" };
+            Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("no method {shown:?}{cut}"), None))
+        };
+        self.count(method, async { answer }).await
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -257,16 +299,73 @@ impl ServerHandler for SkillServer {
     }
 }
 
-/// Sends `notifications/resources/list_changed` to a session at every new catalog version,
-/// until the session ends (a notification fails) or the server shuts down.
+/// What is wrong with `params` for `method` (one this server answers), read as rmcp's own type of
+/// that method's params.
+fn params_problem(method: &str, params: Option<serde_json::Value>) -> String {
+    fn problem<T: serde::de::DeserializeOwned>(params: Option<serde_json::Value>) -> String {
+        let Some(params) = params else { return "params are required".to_owned() };
+        match serde_json::from_value::<T>(params) {
+            Ok(_) => "they do not fit the method".to_owned(),
+            Err(error) => error.to_string().chars().take(200).collect(),
+        }
+    }
+    match method {
+        "skills/get" => problem::<GetSkillRequestParams>(params),
+        "resources/read" => problem::<ReadResourceRequestParams>(params),
+        "resources/directory/read" => problem::<ReadResourceDirectoryRequestParams>(params),
+        "tools/call" => problem::<CallToolRequestParams>(params),
+        "initialize" => problem::<InitializeRequestParams>(params),
+        _ => problem::<PaginatedRequestParams>(params),
+    }
+}
+
+/// Answers at most this large need no room reserved: the cap on requests in progress bounds them.
+const RESERVE_FROM: u64 = 64 * 1024;
+
+/// Reserves room for an answer that holds a file of `size` bytes whole until it is sent (its bytes
+/// and their JSON encoding), kept with the request's answer (`super::Held`). No room within a
+/// moment is [`ToolError::Busy`](super::error::ToolError::Busy): retry.
+pub(super) async fn reserve(
+    app: &App,
+    context: &RequestContext<RoleServer>,
+    size: u64,
+) -> Result<(), super::error::Busy> {
+    if size <= RESERVE_FROM {
+        return Ok(());
+    }
+    let held = context.extensions.get::<http::request::Parts>().and_then(|parts| parts.extensions.get::<super::Held>());
+    let Some(held) = held else { return Ok(()) };
+    match app.answers.reserve(size.saturating_mul(2)).await {
+        Some(permit) => {
+            held.keep(permit);
+            Ok(())
+        }
+        None => Err(super::error::Busy),
+    }
+}
+
+/// How often the task that announces changes to a session looks whether the session has ended.
+const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Sends `notifications/resources/list_changed` to a session at every new catalog version, until
+/// the session ends (its transport closes: a DELETE, the client gone, the session expired; or a
+/// notification fails) or the server shuts down. The task holds the session's peer, and with it
+/// what the client said at `initialize`: it must not outlive the session.
 async fn announce_changes(app: Arc<App>, peer: rmcp::Peer<RoleServer>) {
     let mut snapshots = app.catalog.subscribe();
     snapshots.mark_unchanged();
     let mut shutdown = app.shutdown.clone();
+    let mut check = tokio::time::interval(SESSION_CHECK);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             changed = snapshots.changed() => {
                 if changed.is_err() || peer.notify_resource_list_changed().await.is_err() {
+                    return;
+                }
+            }
+            _ = check.tick() => {
+                if peer.is_transport_closed() {
                     return;
                 }
             }

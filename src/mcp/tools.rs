@@ -7,9 +7,11 @@
 
 use std::sync::Arc;
 
+use rmcp::RoleServer;
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, Tool, ToolAnnotations};
 use rmcp::schemars::JsonSchema;
+use rmcp::service::RequestContext;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use skillcat_core::TokenLimit;
@@ -102,7 +104,11 @@ pub fn all() -> Vec<Tool> {
 
 /// Calls a tool. An unknown tool is a protocol error (-32602); anything wrong with the call
 /// itself is a tool error, worded as the REST API's problem for the same request.
-pub async fn call(app: &Arc<App>, request: CallToolRequestParams) -> Result<CallToolResult, ErrorData> {
+pub async fn call(
+    app: &Arc<App>,
+    request: CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, ErrorData> {
     let arguments = request.arguments.unwrap_or_default();
     let answer = match &*request.name {
         "list_skills" => match input::<ListSkills>(arguments) {
@@ -118,7 +124,7 @@ pub async fn call(app: &Arc<App>, request: CallToolRequestParams) -> Result<Call
             Err(error) => Err(error),
         },
         "read_skill_file" => match input::<ReadSkillFile>(arguments) {
-            Ok(input) => read_skill_file(app, input).await,
+            Ok(input) => read_skill_file(app, input, context).await,
             Err(error) => Err(error),
         },
         unknown => return Err(ErrorData::invalid_params(format!("no tool named {unknown:?}"), None)),
@@ -156,10 +162,15 @@ async fn search_skills(app: &App, input: SearchSkills) -> Result<CallToolResult,
     Ok(CallToolResult::structured(serde_json::to_value(answer).expect("search answers are JSON")))
 }
 
-async fn read_skill_file(app: &App, input: ReadSkillFile) -> Result<CallToolResult, ToolError> {
+async fn read_skill_file(
+    app: &App,
+    input: ReadSkillFile,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, ToolError> {
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill_named(&input.name)?;
     let file = skill.file(&input.path)?;
+    super::server::reserve(app, context, file.size).await?;
     let bytes = app.catalog.file(skill, file).await?;
     let uri = super::view::uri(skill.skill.name().as_str(), file.path.as_str());
     let content = match String::from_utf8(bytes) {

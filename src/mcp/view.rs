@@ -101,7 +101,9 @@ impl View {
         if let Ok(file) = skill.catalog.file(&path) {
             return Some(Target::File(skill, file));
         }
-        skill.mcp.directories.contains_key(&*path).then(|| Target::Directory(skill, path.into_owned()))
+        // A folder may be named with a trailing slash (`skill://pdf/references/`), as its own is.
+        let folder = path.strip_suffix('/').unwrap_or(&path);
+        skill.mcp.directories.contains_key(folder).then(|| Target::Directory(skill, folder.to_owned()))
     }
 }
 

@@ -197,7 +197,18 @@ async fn entries_carry_the_frontmatter_verbatim_and_folders_list_their_children(
             ("skill://pdf/templates/regional".to_owned(), some("inode/directory")),
         ]
     );
-    for not_a_folder in ["skill://pdf/SKILL.md", "skill://pdf/nothing", "skill://other", "file:///etc"] {
+    // A folder named with a trailing slash is the same folder, as the skill's own is.
+    assert_eq!(
+        folder("skill://pdf/templates/").await.expect("with a slash"),
+        folder("skill://pdf/templates").await.unwrap()
+    );
+    assert_eq!(
+        folder("skill://pdf/").await.expect("the skill's own, with a slash"),
+        folder("skill://pdf").await.unwrap()
+    );
+    for not_a_folder in
+        ["skill://pdf/SKILL.md", "skill://pdf/nothing", "skill://other", "file:///etc", "skill://pdf/SKILL.md/"]
+    {
         let error = folder(not_a_folder).await.expect_err(not_a_folder);
         assert_eq!(invalid_params_code(&error), Some(-32602), "{not_a_folder}: {error}");
     }
@@ -514,10 +525,54 @@ async fn bad_input_never_gets_a_server_error() {
         ("no session", post(rpc("ping", json!({})), "application/json", None), 400),
         ("unknown session", post(rpc("ping", json!({})), "application/json", Some("no-such-session")), 404),
         ("unknown method", post(rpc("skills/explode", json!({})), "application/json", Some(&session)), -32601),
+        // Params that do not read as the method's: -32602, not "method not found".
         (
-            "params of the wrong shape",
+            "skills/get, a number for uri",
             post(rpc("skills/get", json!({"uri": 5})), "application/json", Some(&session)),
-            200,
+            -32602,
+        ),
+        (
+            "resources/read, no params",
+            post(
+                br#"{"jsonrpc": "2.0", "id": 8, "method": "resources/read"}"#.to_vec(),
+                "application/json",
+                Some(&session),
+            ),
+            -32602,
+        ),
+        (
+            "resources/read, a number for uri",
+            post(rpc("resources/read", json!({"uri": 5})), "application/json", Some(&session)),
+            -32602,
+        ),
+        (
+            "tools/call, a string for arguments",
+            post(
+                rpc("tools/call", json!({"name": "list_skills", "arguments": "x"})),
+                "application/json",
+                Some(&session),
+            ),
+            -32602,
+        ),
+        (
+            "skills/list, a number for cursor",
+            post(rpc("skills/list", json!({"cursor": 5})), "application/json", Some(&session)),
+            -32602,
+        ),
+        (
+            "resources/list, a list for cursor",
+            post(rpc("resources/list", json!({"cursor": [1]})), "application/json", Some(&session)),
+            -32602,
+        ),
+        (
+            "tools/list, an object for cursor",
+            post(rpc("tools/list", json!({"cursor": {}})), "application/json", Some(&session)),
+            -32602,
+        ),
+        (
+            "tools/list, a cursor of a one-page listing",
+            post(rpc("tools/list", json!({"cursor": "alpha"})), "application/json", Some(&session)),
+            -32602,
         ),
         ("wrong method", app.client.put(app.url("/mcp")), 405),
         ("GET without an event stream", app.client.get(app.url("/mcp")).header("accept", "application/json"), 406),
