@@ -10,7 +10,6 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::app::App;
-use crate::catalog::{CatalogError, CatalogState};
 use crate::http::{HttpError, Problem};
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
@@ -30,21 +29,21 @@ async fn healthz() -> axum::Json<Status> {
     axum::Json(Status { status: "ok" })
 }
 
-/// Readiness: the first discovery is done and the server is not shutting down. A failed source
-/// still counts as ready: the server answers, with 503 problems that say why.
+/// Readiness: the server can serve a catalog and is not shutting down. A good catalog counts
+/// while later scans fail (it is served on, with the failure); a server whose every scan so far
+/// failed (a duplicate name in the files it started with, say) is not ready, so that a rolling
+/// update never puts it in front of clients in place of a healthy one.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "Ready", body = Status),
-        (status = 503, description = "Starting or shutting down", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Starting, shutting down, or no good catalog yet (`catalog-unavailable`, with the source's failure as the detail)", body = Problem, content_type = "application/problem+json"),
     ))]
 async fn readyz(State(app): State<Arc<App>>) -> Result<axum::Json<Status>, HttpError> {
     if *app.shutdown.borrow() {
         return Err(HttpError::ShuttingDown);
     }
-    match app.catalog.snapshot().state {
-        CatalogState::Starting => Err(CatalogError::NotReady.into()),
-        _ => Ok(axum::Json(Status { status: "ready" })),
-    }
+    app.catalog.snapshot().ready()?;
+    Ok(axum::Json(Status { status: "ready" }))
 }
 
 /// Prometheus metrics.

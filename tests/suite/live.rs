@@ -133,8 +133,9 @@ async fn follows_adds_edits_renames_and_deletes() {
     let since = error["since"].as_str().expect("since");
     assert!(since.len() == 20 && since.ends_with('Z') && since.as_bytes()[10] == b'T', "RFC 3339: {since}");
     assert_ne!(catalog["etag"], good.as_str(), "the failure is news to clients");
-    // Everything else is served as before.
+    // Everything else is served as before, and the server stays ready: it serves a catalog.
     assert_eq!(app.content("alpha").await.status(), 200);
+    assert_eq!(app.get("/readyz").send().await.expect("readyz").status(), 200);
     assert_eq!(app.manifest().await.status(), 200);
     assert_eq!(app.metric("skillcat_catalog_failing").await, 1);
     assert!(app.metric("skillcat_scan_failures_total").await >= 1);
@@ -161,9 +162,12 @@ async fn before_any_good_catalog_a_failed_scan_is_503_until_the_files_are_fixed(
     assert_eq!(body["detail"], format!("Duplicate skill name 'alpha' at {}", location(&root.join("b"))));
     assert_eq!(app.manifest().await.status(), 503);
     assert_eq!(app.metric("skillcat_catalog_failing").await, 1);
+    // Not ready: a pod started on such files must not replace a healthy one.
+    assert_eq!(problem(app.get("/readyz").send().await.expect("readyz"), 503).await["type"], body["type"]);
     std::fs::remove_dir_all(root.join("b")).expect("delete b");
     let catalog = app.wait_for_catalog(|_| true).await;
     assert_eq!(names(&catalog), ["alpha"]);
+    assert_eq!(app.get("/readyz").send().await.expect("readyz").status(), 200, "ready once it has a catalog");
     assert!(catalog.get("error").is_none());
     app.shutdown().await.expect("clean shutdown");
 }

@@ -180,7 +180,8 @@ class Process:
 
 class Server(Process):
     """`skillcat serve ARGUMENTS` (after `wrapper`, e.g. unshare or valgrind), started and ready:
-    `GET /readyz` has answered 200 within `timeout` seconds, each probe given `probe_timeout`.
+    `GET /readyz` has answered 200 within `timeout` seconds, each probe given `probe_timeout` (or
+    503 `catalog-unavailable`: started on files that give no good catalog, as some tests want).
     On any failure to get there the server is stopped and ServerError raised.
 
     `listen` is port 0 by default: the server binds a port of its own choosing and says which in
@@ -244,7 +245,10 @@ class Server(Process):
             connection = http.client.HTTPConnection(self.host, self.port, timeout=probe_timeout)
             try:
                 connection.request("GET", "/readyz")
-                if connection.getresponse().status == 200:
+                response = connection.getresponse()
+                # Ready; or started on files that give no good catalog (a source failed), which is
+                # no readiness (the catalog routes answer 503 too) but what tests of it wait for.
+                if response.status == 200 or b"catalog-unavailable" in response.read():
                     return
             except (OSError, http.client.HTTPException):
                 pass

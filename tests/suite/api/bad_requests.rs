@@ -355,6 +355,10 @@ async fn malformed_requests_get_the_right_problem_and_never_a_server_error() {
             failures.push(format!("{what}: status {} instead of {}: {}", answer.status, row.status, answer.text()));
             continue;
         }
+        // No answer is ever sniffed into another type (a problem that echoes the path, say).
+        if answer.header("x-content-type-options") != Some("nosniff") {
+            failures.push(format!("{what}: no X-Content-Type-Options: nosniff"));
+        }
         let Some(kind) = row.kind else { continue };
         if answer.header("content-type") != Some("application/problem+json") {
             failures.push(format!("{what}: content type {:?}", answer.header("content-type")));

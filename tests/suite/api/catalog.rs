@@ -282,10 +282,12 @@ async fn a_failed_source_answers_503_with_nagents_message() {
     // Requests that are wrong in themselves are still refused for that reason first.
     get(&app, "/skills/bad%20name", &[]).await.problem(400, "invalid-name");
     post_load(&app, "x", &[], Some(json!({"token_limit": 0}))).await.problem(422, "invalid-body");
-    // The server is up and ready: it answers, with problems that say why.
+    // The server is up, and not ready: it has no catalog to serve, so a rolling update must not
+    // put it in front of clients in place of a healthy one. (A kept last good catalog counts as
+    // ready: `live::a_failed_rescan_keeps_the_last_good_catalog...`.)
     assert_eq!(get(&app, "/healthz", &[]).await.status, 200);
-    let ready = get(&app, "/readyz", &[]).await;
-    assert_eq!((ready.status, ready.json()), (200, json!({"status": "ready"})));
+    let problem = get(&app, "/readyz", &[]).await.problem(503, "catalog-unavailable");
+    assert_eq!(problem["detail"], message.as_str());
     let mut events = Events::open(&app).await;
     assert_eq!(events.next(DEADLINE).await, Some(json!({"etag": null})), "the first event");
     drop(events);
