@@ -25,6 +25,8 @@ use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse as _, Response};
 use axum::{Extension, Router};
+use rmcp::RoleServer;
+use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -147,6 +149,27 @@ fn bad_cursor(body: &[u8]) -> Option<&'static str> {
         serde_json::Value::Number(_) => Some("a number"),
         serde_json::Value::Array(_) => Some("an array"),
         serde_json::Value::Object(_) => Some("an object"),
+    }
+}
+
+/// Answers at most this large need no room reserved: the cap on requests in progress bounds them.
+const RESERVE_FROM: u64 = 64 * 1024;
+
+/// Reserves room for an answer that holds a file of `size` bytes whole until it is sent (its bytes
+/// and their JSON encoding), kept with the request's answer ([`Held`]). No room within a
+/// moment is [`error::ToolError::Busy`]: retry.
+pub(crate) async fn reserve(app: &App, context: &RequestContext<RoleServer>, size: u64) -> Result<(), error::Busy> {
+    if size <= RESERVE_FROM {
+        return Ok(());
+    }
+    let held = context.extensions.get::<http::request::Parts>().and_then(|parts| parts.extensions.get::<Held>());
+    let Some(held) = held else { return Ok(()) };
+    match app.answers.reserve(size.saturating_mul(2)).await {
+        Some(permit) => {
+            held.keep(permit);
+            Ok(())
+        }
+        None => Err(error::Busy),
     }
 }
 

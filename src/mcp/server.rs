@@ -145,7 +145,7 @@ impl SkillServer {
         let Some(Target::File(skill, file)) = view.resolve(&request.uri) else {
             return Err(not_found());
         };
-        reserve(&self.app, context, file.size)
+        super::reserve(&self.app, context, file.size)
             .await
             .map_err(|busy| ErrorData::internal_error(busy.to_string(), None))?;
         // A SKILL.md (what hosts read most) comes from the catalog's contents, checked against the
@@ -316,31 +316,6 @@ fn params_problem(method: &str, params: Option<serde_json::Value>) -> String {
         "tools/call" => problem::<CallToolRequestParams>(params),
         "initialize" => problem::<InitializeRequestParams>(params),
         _ => problem::<PaginatedRequestParams>(params),
-    }
-}
-
-/// Answers at most this large need no room reserved: the cap on requests in progress bounds them.
-const RESERVE_FROM: u64 = 64 * 1024;
-
-/// Reserves room for an answer that holds a file of `size` bytes whole until it is sent (its bytes
-/// and their JSON encoding), kept with the request's answer (`super::Held`). No room within a
-/// moment is [`ToolError::Busy`](super::error::ToolError::Busy): retry.
-pub(super) async fn reserve(
-    app: &App,
-    context: &RequestContext<RoleServer>,
-    size: u64,
-) -> Result<(), super::error::Busy> {
-    if size <= RESERVE_FROM {
-        return Ok(());
-    }
-    let held = context.extensions.get::<http::request::Parts>().and_then(|parts| parts.extensions.get::<super::Held>());
-    let Some(held) = held else { return Ok(()) };
-    match app.answers.reserve(size.saturating_mul(2)).await {
-        Some(permit) => {
-            held.keep(permit);
-            Ok(())
-        }
-        None => Err(super::error::Busy),
     }
 }
 

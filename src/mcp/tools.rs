@@ -170,7 +170,7 @@ async fn read_skill_file(
     let snapshot = app.catalog.snapshot();
     let skill = snapshot.ready()?.skill_named(&input.name)?;
     let file = skill.file(&input.path)?;
-    super::server::reserve(app, context, file.size).await?;
+    super::reserve(app, context, file.size).await?;
     let bytes = app.catalog.file(skill, file).await?;
     let uri = super::view::uri(skill.skill.name().as_str(), file.path.as_str());
     let content = match String::from_utf8(bytes) {
