@@ -151,7 +151,7 @@ class Server:
 
     def started_request_ids(self) -> set[str]:
         """The ids of the requests the server has started processing so far (needs
-        RUST_LOG=skillcat::api=debug,tower_http=debug: the request span and its lines), read
+        RUST_LOG=skillcat::router=debug,tower_http=debug: the request span and its lines), read
         incrementally from the log."""
         with open(self.log_path, "rb") as log:
             log.seek(self._log_offset)

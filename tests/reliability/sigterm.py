@@ -277,7 +277,7 @@ def main() -> int:
     tree = Tree(root)
     failures: list[str] = []
     stop = threading.Event()
-    server = Server(args.binary, [root], workdir, rust_log="info,skillcat::api=debug,tower_http=debug")
+    server = Server(args.binary, [root], workdir, rust_log="info,skillcat::router=debug,tower_http=debug")
     with server:
         print(f"sigterm: server pid {server.pid} on {server.host}:{server.port}; {SHORT} clients of short requests "
               f"(half on a new connection each), {UPLOADERS} uploads trickled over {UPLOAD_SECONDS} s, "
