@@ -10,7 +10,10 @@
 # agent's prompt would pay for their two manifest entries. `serve --dir /skills` as the command
 # serves them too. Other flags go after `serve`, or through the SKILLCAT_* environment variables
 # (`skillcat serve --help`). The image runs as a numeric non-root user and writes nothing, so it
-# runs on a read-only root filesystem.
+# runs on a read-only root filesystem. A git source (`serve --git URL`) is the exception: its
+# mirror lives under `--state-dir` (env SKILLCAT_STATE_DIR), which must then be a writable volume.
+# There is no git or ssh binary: the server fetches https, http and git:// itself, and ssh:// URLs
+# are not supported here (use https with a token).
 #
 # Base images are pinned by tag and digest; bump both together (`docker buildx imagetools
 # inspect IMAGE:TAG` prints the digest).
