@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::auth::TokenStore;
+use crate::auth::{TokenStore, WebhookSecret};
 use crate::catalog::LiveCatalog;
 use crate::limits::{AnswerBytes, StreamSlots};
 use crate::observability::Metrics;
@@ -21,4 +21,6 @@ pub struct App {
     pub streams: Arc<StreamSlots>,
     /// Room for the answers held whole in memory until sent.
     pub answers: Arc<AnswerBytes>,
+    /// The secret of `POST /hooks/git`, when webhooks are enabled.
+    pub webhook_secret: Option<WebhookSecret>,
 }

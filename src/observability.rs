@@ -202,6 +202,18 @@ pub struct Metrics {
     search_documents: AtomicU64,
     /// MCP requests by method.
     pub mcp: McpRequests,
+    /// Fetches of git sources, by source label.
+    git: Mutex<BTreeMap<String, GitFetches>>,
+}
+
+/// One git source's fetches.
+#[derive(Debug, Default)]
+struct GitFetches {
+    ok: u64,
+    failed: u64,
+    seconds: f64,
+    /// The last successful fetch, in seconds since the epoch.
+    last_ok: Option<f64>,
 }
 
 impl Metrics {
@@ -280,6 +292,61 @@ impl Metrics {
     pub fn sse_client(self: &std::sync::Arc<Self>) -> SseClient {
         self.sse_clients.fetch_add(1, Ordering::Relaxed);
         SseClient(std::sync::Arc::clone(self))
+    }
+
+    /// One fetch of the git source `label`: whether it succeeded, how long it took, when it ended.
+    pub fn git_fetched(&self, label: &str, ok: bool, elapsed: Duration, at: std::time::SystemTime) {
+        let mut git = lock(&self.git);
+        let fetches = git.entry(label.to_owned()).or_default();
+        fetches.seconds += elapsed.as_secs_f64();
+        if ok {
+            fetches.ok += 1;
+            fetches.last_ok = at.duration_since(std::time::UNIX_EPOCH).ok().map(|since| since.as_secs_f64());
+        } else {
+            fetches.failed += 1;
+        }
+    }
+
+    fn render_git(&self, out: &mut String) {
+        let git = lock(&self.git);
+        if git.is_empty() {
+            return;
+        }
+        out.push_str(
+            "# HELP skillcat_git_fetches_total Fetches of git sources, by source and outcome.\n\
+             # TYPE skillcat_git_fetches_total counter\n",
+        );
+        for (label, fetches) in git.iter() {
+            let label = escape_label(label);
+            let _ = writeln!(out, "skillcat_git_fetches_total{{source=\"{label}\",outcome=\"ok\"}} {}", fetches.ok);
+            let _ =
+                writeln!(out, "skillcat_git_fetches_total{{source=\"{label}\",outcome=\"failed\"}} {}", fetches.failed);
+        }
+        out.push_str(
+            "# HELP skillcat_git_fetch_seconds_total Time spent fetching, by git source.\n\
+             # TYPE skillcat_git_fetch_seconds_total counter\n",
+        );
+        for (label, fetches) in git.iter() {
+            let _ = writeln!(
+                out,
+                "skillcat_git_fetch_seconds_total{{source=\"{}\"}} {}",
+                escape_label(label),
+                fetches.seconds
+            );
+        }
+        out.push_str(
+            "# HELP skillcat_git_last_fetch_timestamp_seconds When the last successful fetch of a git source ended \
+             (seconds since the epoch).\n# TYPE skillcat_git_last_fetch_timestamp_seconds gauge\n",
+        );
+        for (label, fetches) in git.iter() {
+            if let Some(at) = fetches.last_ok {
+                let _ = writeln!(
+                    out,
+                    "skillcat_git_last_fetch_timestamp_seconds{{source=\"{}\"}} {at}",
+                    escape_label(label)
+                );
+            }
+        }
     }
 
     /// The Prometheus text exposition format.
@@ -390,8 +457,14 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
         }
         self.mcp.render(&mut out);
+        self.render_git(&mut out);
         out
     }
+}
+
+/// A label value as the text format writes it: `\`, `"` and line feeds escaped.
+fn escape_label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// MCP requests by method (one of [`MCP_METHODS`]), then outcome (`ok` or a JSON-RPC error code): a few

@@ -6,6 +6,7 @@
 
 mod reload;
 pub mod throttle;
+mod webhook;
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 pub use self::reload::{TokenReloads, TokenStore};
 pub use self::throttle::{Penalty, Throttle, Waiting};
+pub use self::webhook::{WebhookSecret, WebhookSecretError};
 
 /// The largest token file read: far more than any real list of tokens.
 const MAX_FILE_BYTES: u64 = 1 << 20;

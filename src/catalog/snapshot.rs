@@ -70,6 +70,20 @@ pub struct CatalogFailure {
     pub since: String,
 }
 
+/// One configured source, in precedence order: what kind it is, and what it serves when it has
+/// revisions (the commit of a git source).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct SourceEntry {
+    /// The label its skills and diagnostics carry as `source`.
+    pub label: String,
+    /// `directory`, `builtin` or `git`.
+    #[schema(example = "git")]
+    pub kind: &'static str,
+    /// The commit a git source's skills are read from (40 hex digits); `null` for other kinds.
+    #[schema(example = "4b825dc642cb6eb9a060e54bf8d69288fbee4904")]
+    pub commit: Option<String>,
+}
+
 /// The body of `GET /skills`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CatalogBody<'a> {
@@ -83,6 +97,9 @@ pub struct CatalogBody<'a> {
     pub shadowed: &'a [ShadowedEntry],
     #[schema(value_type = Vec<DiagnosticEntry>)]
     pub diagnostics: &'a [DiagnosticEntry],
+    /// Every configured source, in precedence order, with the commit a git source serves.
+    #[schema(value_type = Vec<SourceEntry>)]
+    pub sources: &'a [SourceEntry],
     /// Present only while the last scan failed: the catalog is the last good one.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<CatalogFailure>)]
@@ -97,6 +114,7 @@ struct Untagged<'a> {
     skills: Entries<'a>,
     shadowed: &'a [ShadowedEntry],
     diagnostics: &'a [DiagnosticEntry],
+    sources: &'a [SourceEntry],
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a CatalogFailure>,
 }
@@ -119,6 +137,7 @@ fn listing(
     skills: &[Arc<CatalogSkill>],
     shadowed: &[ShadowedEntry],
     diagnostics: &[DiagnosticEntry],
+    sources: &[SourceEntry],
     error: Option<&CatalogFailure>,
 ) -> PreparedBody {
     let entries: usize = skills.iter().map(|skill| skill.body.bytes.len() + 1).sum();
@@ -134,6 +153,8 @@ fn listing(
     serde_json::to_writer(&mut untagged, shadowed).expect("entries serialize");
     untagged.extend_from_slice(b",\"diagnostics\":");
     serde_json::to_writer(&mut untagged, diagnostics).expect("entries serialize");
+    untagged.extend_from_slice(b",\"sources\":");
+    serde_json::to_writer(&mut untagged, sources).expect("entries serialize");
     if let Some(error) = error {
         untagged.extend_from_slice(b",\"error\":");
         serde_json::to_writer(&mut untagged, error).expect("failures serialize");
@@ -200,6 +221,7 @@ pub struct Catalog {
     pub skills: Vec<Arc<CatalogSkill>>,
     pub shadowed: Vec<ShadowedEntry>,
     pub diagnostics: Vec<DiagnosticEntry>,
+    pub sources: Vec<SourceEntry>,
     /// Set while the last scan failed (this catalog is then the last good one).
     pub error: Option<CatalogFailure>,
     /// `GET /skills`.
@@ -219,9 +241,9 @@ impl Catalog {
     pub(super) fn rebuild(
         previous: Option<&Catalog>,
         discovery: &CompositeDiscovery,
-        labels: &[String],
+        sources: &[SourceEntry],
     ) -> Option<Self> {
-        let label = |source: usize| labels.get(source).cloned().unwrap_or_default();
+        let label = |source: usize| sources.get(source).map(|source| source.label.clone()).unwrap_or_default();
         // Both in name order: one pass over the two.
         let mut known_skills = previous.map(|previous| previous.skills.iter().peekable());
         let skills: Vec<Arc<CatalogSkill>> = discovery
@@ -243,7 +265,7 @@ impl Catalog {
                 {
                     return Arc::clone(known);
                 }
-                let source = labels.get(sourced.source).map_or("", String::as_str);
+                let source = sources.get(sourced.source).map_or("", |source| source.label.as_str());
                 let etag = skill_etag(source, skill, *version, sourced.files.as_deref());
                 let entry = SkillEntry {
                     name: skill.name().clone(),
@@ -284,16 +306,18 @@ impl Catalog {
             && previous.skills.iter().zip(&skills).all(|(a, b)| Arc::ptr_eq(a, b))
             && previous.shadowed == shadowed
             && previous.diagnostics == diagnostics
+            && previous.sources == sources
         {
             return None;
         }
-        let listing = listing(&skills, &shadowed, &diagnostics, None);
+        let listing = listing(&skills, &shadowed, &diagnostics, sources, None);
         let manifest = render_skill_manifest(skills.iter().map(|skill| &skill.skill));
         let manifest_etag = ETag::of(&[manifest.as_bytes()]);
         Some(Catalog {
             skills,
             shadowed,
             diagnostics,
+            sources: sources.to_vec(),
             error: None,
             listing,
             manifest: PreparedBody::new(manifest.into_bytes(), manifest_etag),
@@ -308,7 +332,8 @@ impl Catalog {
             skills: self.skills.clone(),
             shadowed: self.shadowed.clone(),
             diagnostics: self.diagnostics.clone(),
-            listing: listing(&self.skills, &self.shadowed, &self.diagnostics, Some(&error)),
+            sources: self.sources.clone(),
+            listing: listing(&self.skills, &self.shadowed, &self.diagnostics, &self.sources, Some(&error)),
             error: Some(error),
             manifest: self.manifest.clone(),
             // The same skills: the same views of them.
@@ -428,13 +453,18 @@ mod tests {
         let failure =
             CatalogFailure { source: "/srv".into(), message: "m".into(), since: "2026-12-01T00:00:00Z".into() };
         let entries = [entry, skills[1].entry.clone()];
+        let sources = [
+            SourceEntry { label: "/srv".into(), kind: "directory", commit: None },
+            SourceEntry { label: "https://h/r.git".into(), kind: "git", commit: Some("ab".repeat(20)) },
+        ];
         for error in [None, Some(&failure)] {
-            let listing = listing(&skills, &shadowed, &diagnostics, error);
+            let listing = listing(&skills, &shadowed, &diagnostics, &sources, error);
             let expected = serde_json::to_vec(&CatalogBody {
                 etag: &listing.etag,
                 skills: &entries,
                 shadowed: &shadowed,
                 diagnostics: &diagnostics,
+                sources: &sources,
                 error,
             })
             .unwrap();
@@ -443,6 +473,7 @@ mod tests {
                 skills: Entries(&skills),
                 shadowed: &shadowed,
                 diagnostics: &diagnostics,
+                sources: &sources,
                 error,
             })
             .unwrap();

@@ -89,6 +89,11 @@ pub struct ServeArgs {
     /// `Authorization: Bearer <token>`. The file is re-read when it changes.
     #[arg(long, value_name = "FILE", env = "SKILLCAT_TOKEN_FILE")]
     pub token_file: Option<std::path::PathBuf>,
+    /// The secret of `POST /hooks/git` (its first line): a push webhook signed with it (GitHub's
+    /// X-Hub-Signature-256, GitLab's X-Gitlab-Token, or Authorization: Bearer) fetches the git
+    /// sources at once. Without it the route answers 404.
+    #[arg(long, value_name = "FILE", env = "SKILLCAT_WEBHOOK_SECRET_FILE")]
+    pub webhook_secret_file: Option<std::path::PathBuf>,
     /// How log lines are written (filter them with RUST_LOG).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "SKILLCAT_LOG_FORMAT")]
     pub log_format: LogFormat,
@@ -107,12 +112,33 @@ pub struct ServeArgs {
     pub max_streams_per_client: Option<u32>,
 }
 
+impl Command {
+    /// Records the order of `--dir` and `--git` in the command line (clap keeps each flag's
+    /// values apart).
+    fn order_sources(&mut self, matches: &clap::ArgMatches) {
+        match self {
+            Command::Serve(ServeArgs { sources, .. })
+            | Command::Check { sources, .. }
+            | Command::Manifest { sources }
+            | Command::Load { sources, .. } => sources.order_from(matches),
+            Command::Health { .. } | Command::Download(_) => {}
+        }
+    }
+}
+
 const DEFAULT_LISTEN: ListenAddr =
     ListenAddr::socket(std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8080));
 
 /// Runs the command line and returns the process's exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    if let Some((_, matches)) = matches.subcommand() {
+        cli.command.order_sources(matches);
+    }
     match cli.command {
         Command::Serve(args) => return serve_main(args),
         Command::Health { listen, timeout } => return health::main(listen, std::time::Duration::from_secs(timeout)),
@@ -161,9 +187,11 @@ fn limit_malloc_arenas() {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (sources, file) = args.sources.resolve()?;
-    let listen = args.listen.or(file.listen).unwrap_or(DEFAULT_LISTEN);
+    let listen = args.listen.or(file.listen.clone()).unwrap_or(DEFAULT_LISTEN);
     let address = listen.resolve().with_context(|| format!("cannot resolve the address to listen on, {listen}"))?;
     let mut options = ServeOptions::new(address, sources);
+    options.state_dir = args.sources.state_dir(&options.sources, &file)?;
+    options.webhook_secret_file = args.webhook_secret_file.or(file.webhook_secret_file);
     options.token_file = args.token_file;
     options.send_timeout = std::time::Duration::from_secs(args.send_timeout);
     if args.max_connections.is_some() || args.max_streams.is_some() || args.max_streams_per_client.is_some() {
@@ -262,9 +290,10 @@ fn token_limit(text: &str) -> Result<TokenLimit, String> {
 }
 
 fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
-    let (configs, _file) = args.resolve()?;
+    let (configs, file) = args.resolve()?;
+    let state_dir = args.state_dir(&configs, &file)?;
     // A command's scans are counted nowhere: it prints one answer and exits.
-    Sources::build(&configs, &std::sync::Arc::new(Metrics::default())).context("cannot set up the sources")
+    Sources::build(&configs, &state_dir, &std::sync::Arc::new(Metrics::default())).context("cannot set up the sources")
 }
 
 #[cfg(test)]

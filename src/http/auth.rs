@@ -9,9 +9,11 @@ use super::error::HttpError;
 use crate::app::App;
 use crate::auth::{Penalty, TokenDigest, Tokens, Waiting};
 
-/// Routes reached without credentials: the probes (a kubelet carries none), and the login form
-/// with what it needs to show (its script and style sheet), which reveal nothing of the catalog.
-pub const OPEN_ROUTES: &[&str] = &["/healthz", "/readyz", "/ui/login", "/ui/logout", "/ui/app.js", "/ui/style.css"];
+/// Routes reached without credentials: the probes (a kubelet carries none), the git webhook (a
+/// git host cannot send them; the webhook secret authenticates it), and the login form with what
+/// it needs to show (its script and style sheet), which reveal nothing of the catalog.
+pub const OPEN_ROUTES: &[&str] =
+    &["/healthz", "/readyz", "/hooks/git", "/ui/login", "/ui/logout", "/ui/app.js", "/ui/style.css"];
 
 /// The cookie that carries a browser's token (set by the pages' login form).
 pub const COOKIE: &str = "skillcat_token";

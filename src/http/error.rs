@@ -101,6 +101,9 @@ pub enum HttpError {
     MissingToken,
     #[error("the bearer token is not valid")]
     InvalidToken,
+    /// A webhook without a valid signature, GitLab token or bearer secret.
+    #[error("the webhook carries no valid signature (X-Hub-Signature-256), X-Gitlab-Token or bearer secret")]
+    BadSignature,
     /// This client has too many answers to wrong tokens waiting: how many seconds to wait.
     #[error("too many wrong tokens from this client at once; retry in {0} s")]
     TooManyFailures(u64),
@@ -150,6 +153,7 @@ impl HttpError {
             }
             Timeout => (StatusCode::REQUEST_TIMEOUT, "timeout", "Request timeout"),
             MissingToken | InvalidToken => (StatusCode::UNAUTHORIZED, "unauthorized", "Unauthorized"),
+            BadSignature => (StatusCode::UNAUTHORIZED, "bad-signature", "Bad webhook signature"),
             TooManyFailures(_) => (StatusCode::TOO_MANY_REQUESTS, "too-many-failures", "Too many wrong tokens"),
             CrossSite => (StatusCode::FORBIDDEN, "cross-site", "Cross-site request refused"),
             McpRefused(status, _) => (*status, "mcp-refused", "MCP request refused"),

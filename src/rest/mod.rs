@@ -5,6 +5,7 @@
 
 mod events;
 mod files;
+mod hooks;
 mod manifest;
 mod ops;
 mod search;
@@ -23,6 +24,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
         .merge(search::router())
         .merge(files::router())
         .merge(manifest::router())
+        .merge(hooks::router())
 }
 
 /// The routes outside the request limits: event streams (long-lived by design) and the operations

@@ -19,7 +19,7 @@ use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt as _;
 
 use crate::app::App;
-use crate::auth::TokenStore;
+use crate::auth::{TokenStore, WebhookSecret};
 use crate::catalog::{LiveCatalog, LiveOptions};
 use crate::config::SourceConfig;
 use crate::http::Limits;
@@ -36,6 +36,10 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// The bearer-token file; with it, every route but the probes needs a token.
     pub token_file: Option<PathBuf>,
+    /// Where git sources keep their mirrors.
+    pub state_dir: PathBuf,
+    /// The secret of `POST /hooks/git`; without it the route answers 404.
+    pub webhook_secret_file: Option<PathBuf>,
     /// How often the token file is re-read even without a change event.
     pub token_recheck: Duration,
     /// How long a client may take to send a request's headers (and how long a connection may
@@ -59,6 +63,8 @@ impl ServeOptions {
             live: LiveOptions::default(),
             limits: Limits::default(),
             token_file: None,
+            state_dir: PathBuf::new(),
+            webhook_secret_file: None,
             token_recheck: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
             max_header_bytes: MAX_HEADER_BYTES,
@@ -154,13 +160,15 @@ impl Server {
             None => None,
         };
         let metrics = Arc::new(Metrics::default());
-        let sources = Sources::build(&options.sources, &metrics).context("cannot set up the sources")?;
+        let sources =
+            Sources::build(&options.sources, &options.state_dir, &metrics).context("cannot set up the sources")?;
         warn_about_unusable_roots(&sources);
         let listener =
             TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
         let catalog = LiveCatalog::start(sources, options.live.clone(), Arc::clone(&metrics), stopping.clone());
         let streams = StreamSlots::new(&limits);
-        let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping, streams, answers });
+        let webhook_secret = options.webhook_secret_file.as_deref().map(WebhookSecret::read).transpose()?;
+        let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping, streams, answers, webhook_secret });
         Ok(Server { listener, app, options, limits, shutdown })
     }
 

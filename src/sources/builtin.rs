@@ -41,6 +41,10 @@ impl Source for BuiltinSource {
         &self.label
     }
 
+    fn kind(&self) -> &'static str {
+        "builtin"
+    }
+
     fn read_file_blocking(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError> {
         self.discoverer.read_file_blocking(skill, path, max_bytes)
     }

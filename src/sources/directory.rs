@@ -59,6 +59,10 @@ impl Source for DirectorySource {
         &self.label
     }
 
+    fn kind(&self) -> &'static str {
+        "directory"
+    }
+
     fn folders(&self) -> &[PathBuf] {
         &self.folders
     }

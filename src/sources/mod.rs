@@ -9,6 +9,7 @@
 
 mod builtin;
 mod directory;
+pub mod git;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,9 +17,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use skillcat_core::{CompositeDiscovery, Discovery, Skill, SkillDiscoverer, SkillError, SkillFilePath, SourceError};
+use tokio::sync::watch;
 
 pub use self::builtin::{BuiltinSkills, BuiltinSource};
 pub use self::directory::DirectorySource;
+pub use self::git::GitSource;
 use crate::config::SourceConfig;
 use crate::observability::Metrics;
 
@@ -28,6 +31,24 @@ use crate::observability::Metrics;
 pub trait Source: SkillDiscoverer {
     /// The label its skills and diagnostics carry (their `source` in every answer).
     fn label(&self) -> &str;
+
+    /// Its kind, as configured (`directory`, `builtin`, `git`).
+    fn kind(&self) -> &'static str;
+
+    /// What its last successful scan read, when the source has revisions (a git commit).
+    fn revision(&self) -> Option<String> {
+        None
+    }
+
+    /// Starts what keeps the source current beyond file events (a git source's fetches), until
+    /// `shutdown`; `changed` asks for a rescan. Called once, by the live catalog.
+    fn start(&self, _changed: Arc<dyn Fn() + Send + Sync>, _shutdown: watch::Receiver<bool>) {}
+
+    /// A webhook named these repositories (none: any): a source fetched from one of them fetches
+    /// now and says so.
+    fn fetch_for(&self, _repositories: &[String]) -> bool {
+        false
+    }
 
     /// The folders on disk the source reads, made absolute: a live catalog watches them, and
     /// gives what changed beneath them to [`rescan`](Self::rescan).
@@ -78,8 +99,9 @@ pub struct Sources {
 }
 
 impl Sources {
-    /// The sources `configs` describe. Scans count into `metrics`.
-    pub fn build(configs: &[SourceConfig], metrics: &Arc<Metrics>) -> std::io::Result<Self> {
+    /// The sources `configs` describe; git sources keep their mirrors under `state_dir`. Scans
+    /// count into `metrics`.
+    pub fn build(configs: &[SourceConfig], state_dir: &Path, metrics: &Arc<Metrics>) -> std::io::Result<Self> {
         let sources: Vec<Arc<dyn Source>> =
             configs
                 .iter()
@@ -89,6 +111,10 @@ impl Sources {
                             DirectorySource::new(name.clone(), roots, *max_entries, *max_depth, Arc::clone(metrics))?,
                         ),
                         SourceConfig::Builtin { name } => Arc::new(BuiltinSource::new(name.clone())),
+                        SourceConfig::Git(config) => Arc::new(
+                            GitSource::new(config.clone(), state_dir, Arc::clone(metrics))
+                                .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))?,
+                        ),
                     })
                 })
                 .collect::<Result<_, _>>()?;
@@ -115,6 +141,22 @@ impl Sources {
 
     pub fn label(&self, index: usize) -> &str {
         self.sources[index].label()
+    }
+
+    /// Starts every source's own upkeep (see [`Source::start`]).
+    pub fn start(&self, changed: &Arc<dyn Fn() + Send + Sync>, shutdown: &watch::Receiver<bool>) {
+        for source in &self.sources {
+            source.start(Arc::clone(changed), shutdown.clone());
+        }
+    }
+
+    /// Asks the sources fetched from `repositories` (any, when empty) to fetch now; their labels.
+    pub fn fetch_for(&self, repositories: &[String]) -> Vec<String> {
+        self.sources
+            .iter()
+            .filter(|source| source.fetch_for(repositories))
+            .map(|source| source.label().to_owned())
+            .collect()
     }
 
     /// Whether every change at `paths` can be rescanned from changes alone by the source it lies

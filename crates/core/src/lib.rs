@@ -28,6 +28,7 @@ mod metadata;
 pub mod pystr;
 mod references;
 mod skill;
+mod tree;
 
 pub use budget::{
     DEFAULT_SKILL_TOKEN_LIMIT, InvalidTokenLimit, MAX_SKILL_TOKEN_LIMIT, SkillLoadResult, TokenLimit,
@@ -49,6 +50,9 @@ pub use references::explicit_skill_names;
 pub use skill::{
     InvalidSkill, InvalidSpecName, MAX_DESCRIPTION_CHARS, MAX_LOCATION_CHARS, MAX_SPEC_NAME_CHARS, NameProblem, Skill,
     SkillName, SpecName,
+};
+pub use tree::{
+    ListedTree, TreeEntry, TreeEntryKind, TreeError, TreeRoot, TreeSkill, TreeStore, TreeWalk, list_tree, walk_tree,
 };
 
 /// The name of the file that makes a folder a skill, at the top of the folder.

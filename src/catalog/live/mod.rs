@@ -90,6 +90,15 @@ impl LiveCatalog {
             kept: Views::default(),
         });
         let catalog = LiveCatalog { inner };
+        // A source that changes by itself (a git fetch) asks for a rescan; only the catalog's own
+        // tasks hold it strongly.
+        let weak = Arc::downgrade(&catalog.inner);
+        let changed: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if let Some(inner) = weak.upgrade() {
+                inner.requests.notify.notify_one();
+            }
+        });
+        catalog.inner.sources.start(&changed, &shutdown);
         let roots = if options.watch { catalog.watch() } else { None };
         tokio::spawn(catalog.clone().run(options, roots, shutdown));
         catalog
@@ -235,6 +244,12 @@ impl LiveCatalog {
     fn request_rescan_of(&self, paths: Vec<PathBuf>) {
         lock(&self.inner.requests.changed).extend(paths);
         self.inner.requests.notify.notify_one();
+    }
+
+    /// A webhook named `repositories` (any, when empty): the sources fetched from them fetch now.
+    /// Their labels.
+    pub fn fetch_for(&self, repositories: &[String]) -> Vec<String> {
+        self.inner.sources.fetch_for(repositories)
     }
 
     /// The views kept for the life of the catalog (what the last version reported, say), beside

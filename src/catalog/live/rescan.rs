@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use super::watching::Roots;
 use super::{LiveCatalog, LiveOptions, lock};
-use crate::catalog::snapshot::{Catalog, CatalogFailure, CatalogState, Snapshot};
+use crate::catalog::snapshot::{Catalog, CatalogFailure, CatalogState, Snapshot, SourceEntry};
 use crate::catalog::views::blocking;
 use crate::shutdown::stopped;
 
@@ -104,7 +104,14 @@ impl LiveCatalog {
                 self.inner.metrics.set_failing(false);
                 self.read_missing_versions(&mut discovery).await;
                 discovery.diagnostics.extend(self.inner.watching.diagnostics());
-                let labels: Vec<String> = sources.iter().map(|source| source.label().to_owned()).collect();
+                let entries: Vec<SourceEntry> = sources
+                    .iter()
+                    .map(|source| SourceEntry {
+                        label: source.label().to_owned(),
+                        kind: source.kind(),
+                        commit: source.revision(),
+                    })
+                    .collect();
                 // The first catalog is compressed before it is published (nothing is served yet);
                 // later ones after, so that compressing never delays a change.
                 let current = self.snapshot();
@@ -113,7 +120,7 @@ impl LiveCatalog {
                         CatalogState::Ready(catalog) => Some(&**catalog),
                         _ => None,
                     };
-                    let catalog = Catalog::rebuild(previous, &discovery, &labels);
+                    let catalog = Catalog::rebuild(previous, &discovery, &entries);
                     if let Some(catalog) = &catalog
                         && current.version == 0
                     {

@@ -198,7 +198,7 @@ async fn bodies_are_nagents_recorded_results() {
                 SourceConfig::Directory { roots, .. } => {
                     roots.iter().map(|root| root.display().to_string()).collect::<Vec<_>>().join(", ")
                 }
-                SourceConfig::Builtin { .. } => unreachable!(),
+                SourceConfig::Builtin { .. } | SourceConfig::Git(_) => unreachable!(),
             })
             .collect();
         let app = TestApp::spawn(sources).await;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
-use super::guarded::{self, OsFailure, SKILL_FILE};
+use super::guarded::{self, OsFailure, ReadError, SKILL_FILE};
 use super::path::{join, last_component};
 use crate::discover::ContentVersion;
 use crate::metadata::parse_fields;
@@ -32,7 +32,7 @@ pub(crate) type Visit = Result<Folder, OsFailure>;
 
 /// A skipped path and why, rendered only if it is among the first 20.
 #[derive(Debug, Clone)]
-pub(super) struct Diagnostic {
+pub(crate) struct Diagnostic {
     pub(super) path: Vec<u8>,
     pub(super) message: Vec<u8>,
     /// The error, when it says the process or the system ran out of resources.
@@ -40,7 +40,7 @@ pub(super) struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub(super) fn new(path: &[u8], message: impl Into<Vec<u8>>) -> Self {
+    pub(crate) fn new(path: &[u8], message: impl Into<Vec<u8>>) -> Self {
         Diagnostic { path: path.to_vec(), message: message.into(), exhausted: None }
     }
 
@@ -50,7 +50,7 @@ impl Diagnostic {
     }
 
     /// `f"{str(path)[:300]}: {str(error)[:300]}"`, undecodable bytes shown as U+FFFD.
-    pub(super) fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut text = pystr::take_units(&self.path, MAX_DIAGNOSTIC_PART).to_vec();
         text.extend_from_slice(b": ");
         text.extend_from_slice(pystr::take_units(&self.message, MAX_DIAGNOSTIC_PART));
@@ -310,9 +310,21 @@ pub(super) fn read_skill(
     path: &[u8],
     buffer: &mut Vec<u8>,
 ) -> Result<(Skill, ContentVersion), Diagnostic> {
-    let content = guarded::read_skill_file_into(folder, buffer).map_err(|error| {
+    let content = guarded::read_skill_file_into(folder, buffer);
+    let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
+    skill_of(content, path, last_component(folder_path))
+}
+
+/// The skill a `SKILL.md` read as `content` describes, or nagents' diagnostic: `path` is its
+/// location, `folder_name` the name of the folder holding it (the default name).
+pub(crate) fn skill_of(
+    content: Result<&str, ReadError>,
+    path: &[u8],
+    folder_name: &[u8],
+) -> Result<(Skill, ContentVersion), Diagnostic> {
+    let content = content.map_err(|error| {
         let exhausted = match &error {
-            guarded::ReadError::Os(error) => error.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
+            ReadError::Os(error) => error.raw_os_error().map(rustix::io::Errno::from_raw_os_error),
             _ => None,
         };
         Diagnostic {
@@ -320,8 +332,7 @@ pub(super) fn read_skill(
             ..Diagnostic::new(path, error.message())
         }
     })?;
-    let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
-    let folder_name = String::from_utf8_lossy(last_component(folder_path));
+    let folder_name = String::from_utf8_lossy(folder_name);
     let location = String::from_utf8_lossy(path);
     let message = match parse_fields(content, &folder_name) {
         // The message starts with the location; Python prints its raw bytes.

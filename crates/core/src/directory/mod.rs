@@ -1,8 +1,8 @@
 //! Skills in folders on disk, discovered without ever following a symlink beneath a root.
 
 mod files;
-mod guarded;
-mod listing;
+pub(crate) mod guarded;
+pub(crate) mod listing;
 mod path;
 mod walk;
 

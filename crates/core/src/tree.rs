@@ -1,0 +1,338 @@
+//! Skills in an immutable tree of folders read from an object store (a git commit), found as
+//! nagents' `DirectorySkillDiscoverer` finds them in a checkout of that tree: the same order, the
+//! same entry and depth bounds, the same diagnostics. A symlink is counted and never followed, a
+//! submodule is an empty folder, and only a regular file (a blob) named `SKILL.md` is read.
+//!
+//! The store is anything that lists a folder and reads a blob ([`TreeStore`]); the walk never
+//! touches a file system, so a hostile tree can only cost what its bounds allow: the walk visits
+//! at most `max_entries` entries, `max_depth` deep (without recursion), and reads no `SKILL.md`
+//! over [`MAX_FILE_BYTES`] and no file of a listing over [`MAX_SKILL_BYTES`].
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+
+use crate::directory::MAX_FILE_BYTES;
+use crate::directory::guarded::ReadError;
+use crate::directory::listing::{Diagnostic, skill_of};
+use crate::discover::ContentVersion;
+use crate::files::{
+    Digest, FileListing, FilesUnavailable, InvalidFilePath, MAX_FILE_PATH_BYTES, MAX_SKILL_BYTES, MAX_SKILL_DEPTH,
+    MAX_SKILL_ENTRIES, MAX_SKILL_FILES, SkillFile, SkillFilePath, SkipReason, SkippedEntry, check_segment,
+};
+use crate::pystr;
+use crate::skill::Skill;
+
+const MAX_DIAGNOSTICS: usize = 20;
+const ENTRY_LIMIT: &str = "discovery entry limit reached; increase max_entries";
+const DEPTH_LIMIT: &str = "discovery depth/entry limit reached";
+
+/// What an entry of a folder is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeEntryKind {
+    Folder,
+    /// A regular file; `executable` for git's mode 100755.
+    File {
+        executable: bool,
+    },
+    /// A symbolic link: counted, never followed, never served.
+    Symlink,
+    /// A submodule's commit: an empty folder, as a checkout without submodules has it.
+    Submodule,
+}
+
+/// One entry of a folder: its name (bytes, as stored), what it is, and its object.
+#[derive(Debug, Clone)]
+pub struct TreeEntry<Id> {
+    pub name: Vec<u8>,
+    pub kind: TreeEntryKind,
+    pub id: Id,
+}
+
+/// Why a store could not answer: the tree is incomplete or corrupt, and the scan fails as a
+/// whole (a partial catalog is never published).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TreeError(pub String);
+
+/// An object store that holds folders and blobs.
+pub trait TreeStore {
+    type Id: Clone + Eq + Hash + Ord + Debug;
+
+    /// The entries of the folder `id`, in any order.
+    fn folder(&self, id: &Self::Id) -> Result<Vec<TreeEntry<Self::Id>>, TreeError>;
+
+    /// The size of the blob `id`, without reading it.
+    fn size(&self, id: &Self::Id) -> Result<u64, TreeError>;
+
+    /// The bytes of the blob `id`.
+    fn read(&self, id: &Self::Id) -> Result<Vec<u8>, TreeError>;
+
+    /// The SHA-256 of the blob `id` (a store may remember digests across scans).
+    fn digest(&self, id: &Self::Id) -> Result<Digest, TreeError> {
+        Ok(Digest::of(&self.read(id)?))
+    }
+}
+
+/// Where the walk starts and how its paths are shown.
+pub struct TreeRoot<'a, Id> {
+    /// The root folder; `None` when the configured path does not exist in the tree, or `Err`
+    /// with nagents' message when it is not a folder.
+    pub folder: Result<Id, String>,
+    /// The root's path in the tree (`""` for the top), `/`-separated.
+    pub path: &'a str,
+    /// Shows a path of the tree (`""` for the top) as locations and diagnostics name it.
+    pub display: &'a dyn Fn(&[u8]) -> Vec<u8>,
+    /// The name of the top folder, the default name of a `SKILL.md` found there (a checkout's
+    /// folder name).
+    pub top_name: &'a str,
+}
+
+/// A skill found in the tree.
+#[derive(Debug, Clone)]
+pub struct TreeSkill<Id> {
+    pub skill: Skill,
+    pub version: ContentVersion,
+    /// The folder holding its `SKILL.md`, and that folder's path in the tree.
+    pub folder: Id,
+    pub folder_path: String,
+}
+
+/// What a walk found: skills in walk order (the caller validates names), and nagents'
+/// diagnostics, at most 20.
+#[derive(Debug)]
+pub struct TreeWalk<Id> {
+    pub found: Vec<TreeSkill<Id>>,
+    pub diagnostics: Vec<String>,
+}
+
+/// One folder on the walk's stack: its path, depth, and sorted entries still to visit.
+struct Frame<Id> {
+    id: Id,
+    path: Vec<u8>,
+    depth: usize,
+    entries: std::vec::IntoIter<TreeEntry<Id>>,
+}
+
+/// Walks `root` in `store` as nagents walks a checkout of it.
+pub fn walk_tree<S: TreeStore>(
+    store: &S,
+    root: &TreeRoot<'_, S::Id>,
+    max_entries: usize,
+    max_depth: usize,
+) -> Result<TreeWalk<S::Id>, TreeError> {
+    let mut walk = TreeWalk { found: Vec::new(), diagnostics: Vec::new() };
+    let diagnose = |diagnostics: &mut Vec<String>, path: &[u8], message: &[u8]| {
+        if diagnostics.len() < MAX_DIAGNOSTICS {
+            diagnostics.push(Diagnostic::new(&(root.display)(path), message).render());
+        }
+    };
+    let folder = match &root.folder {
+        Ok(folder) => folder.clone(),
+        Err(message) => {
+            diagnose(&mut walk.diagnostics, root.path.as_bytes(), message.as_bytes());
+            return Ok(walk);
+        }
+    };
+    let mut remaining = max_entries;
+    let mut stack: Vec<Frame<S::Id>> = Vec::new();
+    // Enters a folder: counts its entries, or reports that they do not fit and ends the walk.
+    let enter =
+        |store: &S, id: &S::Id, path: Vec<u8>, depth: usize, remaining: &mut usize, diagnostics: &mut Vec<String>| {
+            let mut entries: Vec<TreeEntry<S::Id>> =
+                store.folder(id)?.into_iter().filter(|entry| checked_out(&entry.name)).collect();
+            if entries.len() > *remaining {
+                diagnose(diagnostics, &path, ENTRY_LIMIT.as_bytes());
+                *remaining = 0;
+                return Ok::<_, TreeError>(None);
+            }
+            *remaining -= entries.len();
+            entries.sort_by(|a, b| pystr::cmp_units(&a.name, &b.name));
+            Ok(Some(Frame { id: id.clone(), path, depth, entries: entries.into_iter() }))
+        };
+    if let Some(frame) = enter(store, &folder, root.path.as_bytes().to_vec(), 0, &mut remaining, &mut walk.diagnostics)?
+    {
+        stack.push(frame);
+    }
+    while let Some(frame) = stack.last_mut() {
+        let Some(entry) = frame.entries.next() else {
+            stack.pop();
+            continue;
+        };
+        let path = join(&frame.path, &entry.name);
+        let depth = frame.depth;
+        match entry.kind {
+            TreeEntryKind::Folder | TreeEntryKind::Submodule => {
+                if depth < max_depth && remaining > 0 {
+                    let frame = if entry.kind == TreeEntryKind::Submodule {
+                        Some(Frame { id: entry.id, path, depth: depth + 1, entries: Vec::new().into_iter() })
+                    } else {
+                        enter(store, &entry.id, path, depth + 1, &mut remaining, &mut walk.diagnostics)?
+                    };
+                    stack.extend(frame);
+                } else {
+                    diagnose(&mut walk.diagnostics, &path, DEPTH_LIMIT.as_bytes());
+                }
+            }
+            TreeEntryKind::File { .. } if entry.name == crate::SKILL_MD.as_bytes() => {
+                let (folder_id, folder_path) = (frame.id.clone(), frame.path.clone());
+                let location = (root.display)(&path);
+                let folder_name = match folder_path.iter().rposition(|&b| b == b'/') {
+                    Some(slash) => &folder_path[slash + 1..],
+                    None if folder_path.is_empty() => root.top_name.as_bytes(),
+                    None => &folder_path[..],
+                };
+                let content = read_skill_md(store, &entry.id)?;
+                let content = match &content {
+                    Ok(bytes) => std::str::from_utf8(bytes)
+                        .map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(bytes, &error))),
+                    Err(()) => Err(ReadError::TooLarge),
+                };
+                match skill_of(content, &location, folder_name) {
+                    Ok((skill, version)) => walk.found.push(TreeSkill {
+                        skill,
+                        version,
+                        folder: folder_id,
+                        folder_path: String::from_utf8_lossy(&folder_path).into_owned(),
+                    }),
+                    Err(diagnostic) => {
+                        if walk.diagnostics.len() < MAX_DIAGNOSTICS {
+                            walk.diagnostics.push(diagnostic.render());
+                        }
+                    }
+                }
+            }
+            TreeEntryKind::File { .. } | TreeEntryKind::Symlink => {}
+        }
+    }
+    Ok(walk)
+}
+
+/// A `SKILL.md` blob's bytes, or `Err(())` when it exceeds [`MAX_FILE_BYTES`] (not read).
+fn read_skill_md<S: TreeStore>(store: &S, id: &S::Id) -> Result<Result<Vec<u8>, ()>, TreeError> {
+    if store.size(id)? > MAX_FILE_BYTES as u64 {
+        return Ok(Err(()));
+    }
+    Ok(Ok(store.read(id)?))
+}
+
+/// Whether git would check out an entry of this name: never an empty name, `.`, `..`, `.git`
+/// (any case) or one holding a `/` or NUL (a corrupt or hostile tree); such entries are not
+/// in a checkout, so the walk does not see them either.
+fn checked_out(name: &[u8]) -> bool {
+    !(name.is_empty()
+        || name == b"."
+        || name == b".."
+        || name.eq_ignore_ascii_case(b".git")
+        || name.contains(&b'/')
+        || name.contains(&0))
+}
+
+fn join(folder: &[u8], name: &[u8]) -> Vec<u8> {
+    if folder.is_empty() {
+        return name.to_vec();
+    }
+    let mut path = Vec::with_capacity(folder.len() + 1 + name.len());
+    path.extend_from_slice(folder);
+    path.push(b'/');
+    path.extend_from_slice(name);
+    path
+}
+
+/// A skill's files, listed from its folder in the store, and the blob of each listed path.
+#[derive(Debug)]
+pub struct ListedTree<Id> {
+    pub listing: FileListing,
+    pub blobs: BTreeMap<SkillFilePath, Id>,
+}
+
+/// Lists the files beneath the folder `id` of a skill with the bounds and rules of a directory
+/// source: hidden names left out, symlinks skipped, submodules empty, at most
+/// [`MAX_SKILL_ENTRIES`] entries and [`MAX_SKILL_DEPTH`] folders deep, and a listing over
+/// [`MAX_SKILL_FILES`] or [`MAX_SKILL_BYTES`] none at all (no blob beyond the bound is read).
+pub fn list_tree<S: TreeStore>(store: &S, id: &S::Id) -> Result<ListedTree<S::Id>, TreeError> {
+    let mut lister =
+        TreeLister { files: Vec::new(), skipped: Vec::new(), blobs: BTreeMap::new(), entries: 0, bytes: 0 };
+    match lister.folder(store, id, "", 0)? {
+        Ok(()) => Ok(ListedTree { listing: FileListing::new(lister.files, lister.skipped), blobs: lister.blobs }),
+        Err(bound) => Ok(ListedTree { listing: FileListing::unavailable(bound), blobs: BTreeMap::new() }),
+    }
+}
+
+struct TreeLister<Id> {
+    files: Vec<SkillFile>,
+    skipped: Vec<SkippedEntry>,
+    blobs: BTreeMap<SkillFilePath, Id>,
+    entries: usize,
+    bytes: u64,
+}
+
+impl<Id: Clone + Ord> TreeLister<Id> {
+    fn folder<S: TreeStore<Id = Id>>(
+        &mut self,
+        store: &S,
+        id: &Id,
+        path: &str,
+        depth: usize,
+    ) -> Result<Result<(), FilesUnavailable>, TreeError> {
+        let mut entries = store.folder(id)?;
+        if self.entries + entries.len() > MAX_SKILL_ENTRIES {
+            let counted = MAX_SKILL_ENTRIES + 1;
+            return Ok(Err(FilesUnavailable::TooManyEntries { counted }));
+        }
+        self.entries += entries.len();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        for entry in entries {
+            if entry.name.starts_with(b".") || !checked_out(&entry.name) {
+                continue;
+            }
+            let Ok(name) = std::str::from_utf8(&entry.name) else {
+                let child = join_text(path, &String::from_utf8_lossy(&entry.name));
+                self.skipped.push(SkippedEntry { path: child, reason: SkipReason::NotUtf8 });
+                continue;
+            };
+            let child = join_text(path, name);
+            if let Err(invalid) = check_segment(name) {
+                self.skipped.push(SkippedEntry { path: child, reason: SkipReason::InvalidPath(invalid) });
+                continue;
+            }
+            if child.len() > MAX_FILE_PATH_BYTES {
+                self.skipped
+                    .push(SkippedEntry { path: child, reason: SkipReason::InvalidPath(InvalidFilePath::TooLong) });
+                continue;
+            }
+            match entry.kind {
+                TreeEntryKind::Folder | TreeEntryKind::Submodule if depth + 1 > MAX_SKILL_DEPTH => {
+                    return Ok(Err(FilesUnavailable::TooDeep { path: child }));
+                }
+                TreeEntryKind::Folder => {
+                    if let Err(bound) = self.folder(store, &entry.id, &child, depth + 1)? {
+                        return Ok(Err(bound));
+                    }
+                }
+                TreeEntryKind::Submodule => {}
+                TreeEntryKind::Symlink => self.skipped.push(SkippedEntry { path: child, reason: SkipReason::Symlink }),
+                TreeEntryKind::File { executable } => {
+                    if self.files.len() == MAX_SKILL_FILES {
+                        return Ok(Err(FilesUnavailable::TooManyFiles { counted: MAX_SKILL_FILES + 1 }));
+                    }
+                    let size = store.size(&entry.id)?;
+                    let counted = self.bytes.saturating_add(size);
+                    if counted > MAX_SKILL_BYTES {
+                        return Ok(Err(FilesUnavailable::TooLarge { counted, path: child, size }));
+                    }
+                    self.bytes = counted;
+                    let file_path = SkillFilePath::parse(&child).map_err(|error| TreeError(error.to_string()))?;
+                    let digest = store.digest(&entry.id)?;
+                    self.blobs.insert(file_path.clone(), entry.id.clone());
+                    self.files.push(SkillFile { path: file_path, size, digest, executable });
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+}
+
+fn join_text(folder: &str, name: &str) -> String {
+    if folder.is_empty() { name.to_owned() } else { format!("{folder}/{name}") }
+}

@@ -1,0 +1,449 @@
+//! A git repository as a source: a bare mirror in the state dir, fetched every `interval` and on
+//! webhooks, whose ref's commit is read straight from the object store (nothing is checked out).
+//! For a commit, the catalog is nagents' walk of a checkout of it ([`skillcat_core::walk_tree`]),
+//! with locations `<url>#<path in the repository>`.
+//!
+//! A fetch that fails keeps the last good commit: the source's scans fail with the fetch's error
+//! (so the live catalog serves its last good catalog, carrying the error) until a fetch succeeds.
+//! At start, a commit the mirror already holds is served while the first fetch runs.
+
+mod mirror;
+mod remote;
+mod store;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use gix::ObjectId;
+use sha2::{Digest as _, Sha256};
+use skillcat_core::{
+    Digest, Discovery, Skill, SkillDiscoverer, SkillError, SkillFilePath, SkillName, TreeRoot, list_tree,
+    skill_catalog, walk_tree,
+};
+use tokio::sync::{Notify, watch};
+
+pub use self::mirror::FetchError;
+use self::mirror::Mirror;
+pub use self::remote::{InvalidRemote, RemoteUrl, key_of};
+use self::store::ObjectStore;
+use super::{Opened, Source, run_blocking};
+use crate::config::GitConfig;
+use crate::observability::Metrics;
+
+/// How long one fetch may take before it is stopped (and counted as failed).
+const FETCH_TIMEOUT: Duration = Duration::from_secs(300);
+/// The first retry after a failed fetch; doubled after each failure, up to the interval (or
+/// [`MAX_BACKOFF`] for a source fetched only on webhooks).
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// One git source. Clones share it.
+#[derive(Clone)]
+pub struct GitSource {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    label: String,
+    mirror: Mirror,
+    config: GitConfig,
+    metrics: Arc<Metrics>,
+    state: Mutex<State>,
+    /// Digests of blobs, by object id, over every scan.
+    digests: Mutex<HashMap<ObjectId, Digest>>,
+    /// Asks the fetch loop for a fetch now (a webhook); permits collapse into one.
+    fetch_now: Notify,
+    /// Set once the fetch loop runs; until then (the command line's one scan) a scan fetches
+    /// first.
+    live: AtomicBool,
+}
+
+#[derive(Default)]
+struct State {
+    /// The commit the last successful fetch found the ref at.
+    fetched: Option<ObjectId>,
+    /// The last fetch's failure, until one succeeds.
+    failure: Option<Arc<FetchError>>,
+    /// The last successful scan.
+    scanned: Option<Arc<Scanned>>,
+}
+
+/// One commit's catalog and what reads of it need.
+struct Scanned {
+    commit: ObjectId,
+    discovery: Discovery,
+    skills: BTreeMap<SkillName, GitSkill>,
+}
+
+struct GitSkill {
+    skill: Skill,
+    skill_md: ObjectId,
+    blobs: BTreeMap<SkillFilePath, ObjectId>,
+}
+
+impl GitSource {
+    /// The source `config` describes, its mirror under `state_dir`.
+    pub fn new(config: GitConfig, state_dir: &std::path::Path, metrics: Arc<Metrics>) -> Result<Self, InvalidRemote> {
+        let url = RemoteUrl::parse(&config.url)?;
+        let label = label_of(&config, &url);
+        // One mirror per URL and ref: sources of one repository at two refs never share refs.
+        let mut hash = Sha256::new();
+        hash.update(url.fetch_url().as_bytes());
+        hash.update(b"\n");
+        hash.update(config.reference.as_deref().unwrap_or_default().as_bytes());
+        let id: String = hash.finalize()[..10].iter().map(|byte| format!("{byte:02x}")).collect();
+        let name: String = url
+            .checkout_name()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+            .take(40)
+            .collect();
+        let dir = state_dir.join("git").join(format!("{name}-{id}.git"));
+        let mirror = Mirror { dir, url, reference: config.reference.clone(), token_file: config.token_file.clone() };
+        let inner = Inner {
+            label,
+            mirror,
+            config,
+            metrics,
+            state: Mutex::default(),
+            digests: Mutex::default(),
+            fetch_now: Notify::new(),
+            live: AtomicBool::new(false),
+        };
+        Ok(GitSource { inner: Arc::new(inner) })
+    }
+}
+
+impl Inner {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Fetches once; whether what the source would serve changed (a new commit, or a failure
+    /// that began or ended).
+    async fn fetch(self: &Arc<Self>) -> bool {
+        let started = Instant::now();
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let source = Arc::clone(self);
+        let flag = Arc::clone(&interrupt);
+        let task = tokio::task::spawn_blocking(move || source.mirror.fetch(&flag));
+        let fetched = match tokio::time::timeout(FETCH_TIMEOUT, task).await {
+            Ok(Ok(fetched)) => fetched,
+            Ok(Err(error)) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down.
+            Ok(Err(_)) => return false,
+            Err(_) => {
+                interrupt.store(true, Ordering::Release);
+                Err(FetchError::TimedOut { url: self.mirror.url.shown().to_owned(), seconds: FETCH_TIMEOUT.as_secs() })
+            }
+        };
+        self.fetched(fetched, started)
+    }
+
+    /// A fetch on this thread, for the command line's one scan.
+    fn fetch_blocking(&self) {
+        let started = Instant::now();
+        let fetched = self.mirror.fetch(&AtomicBool::new(false));
+        self.fetched(fetched, started);
+    }
+
+    /// Records a fetch's outcome; whether what the source would serve changed (a new commit, or
+    /// a failure that began or ended).
+    fn fetched(&self, fetched: Result<ObjectId, FetchError>, started: Instant) -> bool {
+        let ok = fetched.is_ok();
+        self.metrics.git_fetched(&self.label, ok, started.elapsed(), SystemTime::now());
+        let mut state = self.state();
+        match fetched {
+            Ok(commit) => {
+                let changed = state.fetched != Some(commit) || state.failure.is_some();
+                if state.failure.take().is_some() {
+                    tracing::info!(source = self.label, %commit, "git fetches succeed again");
+                }
+                if state.fetched != Some(commit) {
+                    tracing::info!(source = self.label, %commit, "fetched a new commit");
+                }
+                state.fetched = Some(commit);
+                changed
+            }
+            Err(error) => {
+                let message = error.to_string();
+                let new = state.failure.as_ref().is_none_or(|known| known.to_string() != message);
+                if new {
+                    tracing::warn!(
+                        source = self.label,
+                        error = message,
+                        "a git fetch failed; serving the last good commit"
+                    );
+                }
+                state.failure = Some(Arc::new(error));
+                new
+            }
+        }
+    }
+
+    /// Fetches every `interval`, on webhooks, and after a failure with backoff, until shutdown;
+    /// `changed` asks the live catalog for a rescan.
+    async fn run(self: Arc<Self>, changed: Arc<dyn Fn() + Send + Sync>, mut shutdown: watch::Receiver<bool>) {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            if self.fetch().await {
+                changed();
+            }
+            let failing = self.state().failure.is_some();
+            let wait = if failing {
+                let wait = backoff;
+                backoff = (backoff * 2).min(self.config.interval.unwrap_or(MAX_BACKOFF).max(FIRST_BACKOFF));
+                Some(wait)
+            } else {
+                backoff = FIRST_BACKOFF;
+                self.config.interval
+            };
+            tokio::select! {
+                () = self.fetch_now.notified() => {}
+                () = async { tokio::time::sleep(wait.expect("a wait")).await }, if wait.is_some() => {}
+                () = crate::shutdown::stopped(&mut shutdown) => return,
+            }
+        }
+    }
+
+    /// The catalog of the commit to serve now; the last one's when the commit did not change.
+    fn scan_blocking(&self) -> Result<Discovery, SkillError> {
+        if !self.live.load(Ordering::Acquire) && self.state().fetched.is_none() {
+            self.fetch_blocking();
+        }
+        let (fetched, failure, scanned) = {
+            let state = self.state();
+            (state.fetched, state.failure.clone(), state.scanned.clone())
+        };
+        let commit = fetched.or_else(|| self.mirror.local_commit());
+        if let Some(failure) = failure
+            && (scanned.is_some() || commit.is_none())
+        {
+            return Err(SkillError::Source(Box::new(SharedFailure(failure))));
+        }
+        let Some(commit) = commit else {
+            let message = format!("the first fetch of {} has not finished", self.mirror.url);
+            return Err(SkillError::Source(message.into()));
+        };
+        if let Some(scanned) = scanned.filter(|scanned| scanned.commit == commit) {
+            return Ok(scanned.discovery.clone());
+        }
+        let scanned = Arc::new(self.scan_commit(commit)?);
+        let discovery = scanned.discovery.clone();
+        self.state().scanned = Some(scanned);
+        Ok(discovery)
+    }
+
+    fn scan_commit(&self, commit: ObjectId) -> Result<Scanned, SkillError> {
+        let failed = |message: String| SkillError::Source(message.into());
+        let repo = gix::open(&self.mirror.dir).map_err(|error| failed(format!("cannot open the mirror: {error}")))?;
+        let store = ObjectStore { repo: &repo, digests: &self.digests };
+        let unreadable =
+            |error: &dyn std::fmt::Display| failed(format!("cannot read commit {commit} from the mirror: {error}"));
+        let tree = repo
+            .find_commit(commit)
+            .map_err(|error| unreadable(&error))?
+            .tree_id()
+            .map_err(|error| unreadable(&error))?
+            .detach();
+        let shown = self.mirror.url.shown();
+        let display = |path: &[u8]| [shown.as_bytes(), b"#", path].concat();
+        let folder = self.root_folder(&store, tree).map_err(|error| failed(error.0))?;
+        let top_name = self.mirror.url.checkout_name();
+        let root = TreeRoot { folder, path: &self.config.path, display: &display, top_name: &top_name };
+        let walk = walk_tree(&store, &root, self.config.max_entries.get(), self.config.max_depth)
+            .map_err(|error| failed(error.0))?;
+        skill_catalog(walk.found.iter().map(|found| found.skill.clone()))?;
+        let mut found = walk.found;
+        found.sort_by(|a, b| a.skill.name().cmp(b.skill.name()));
+        let mut discovery = Discovery { diagnostics: walk.diagnostics, ..Discovery::default() };
+        let mut skills = BTreeMap::new();
+        for found in found {
+            let listed = list_tree(&store, &found.folder).map_err(|error| failed(error.0))?;
+            let skill_md = skillcat_core::SkillFilePath::parse(skillcat_core::SKILL_MD).expect("a valid path");
+            let skill_md = match listed.blobs.get(&skill_md) {
+                Some(id) => *id,
+                None => find_blob(&store, &found.folder, skillcat_core::SKILL_MD.as_bytes())
+                    .map_err(|error| failed(error.0))?,
+            };
+            discovery.skills.push(found.skill.clone());
+            discovery.versions.push(found.version);
+            discovery.files.push(Arc::new(listed.listing));
+            let skill = GitSkill { skill: found.skill, skill_md, blobs: listed.blobs };
+            skills.insert(skill.skill.name().clone(), skill);
+        }
+        Ok(Scanned { commit, discovery, skills })
+    }
+
+    /// The folder the walk starts at: the configured path in the commit's tree, or nagents'
+    /// message for a checkout where it is missing or no folder.
+    fn root_folder(
+        &self,
+        store: &ObjectStore<'_>,
+        tree: ObjectId,
+    ) -> Result<Result<ObjectId, String>, skillcat_core::TreeError> {
+        use skillcat_core::{TreeEntryKind, TreeStore as _};
+        let mut folder = tree;
+        for part in self.config.path.split('/').filter(|part| !part.is_empty()) {
+            let entries = store.folder(&folder)?;
+            let errno = match entries.iter().find(|entry| entry.name == part.as_bytes()) {
+                None => libc::ENOENT,
+                Some(entry) => match entry.kind {
+                    TreeEntryKind::Folder => {
+                        folder = entry.id;
+                        continue;
+                    }
+                    TreeEntryKind::Submodule => {
+                        folder = ObjectId::empty_tree(tree.kind());
+                        continue;
+                    }
+                    TreeEntryKind::Symlink => libc::ELOOP,
+                    TreeEntryKind::File { .. } => libc::ENOTDIR,
+                },
+            };
+            let error = std::io::Error::from_raw_os_error(errno);
+            return Ok(Err(skillcat_core::pystr::os_error_message(&error, part.as_bytes())));
+        }
+        Ok(Ok(folder))
+    }
+
+    /// The current scan's entry of `skill`, refused unless `skill` is its current descriptor.
+    fn current(&self, skill: &Skill) -> Result<(Arc<Scanned>, ObjectId), SkillError> {
+        let scanned = self.state().scanned.clone();
+        let stale = || SkillError::NotInCatalog { name: skill.name().clone(), catalog: "git" };
+        let scanned = scanned.ok_or_else(stale)?;
+        let entry = scanned.skills.get(skill.name()).filter(|entry| entry.skill == *skill).ok_or_else(stale)?;
+        let skill_md = entry.skill_md;
+        Ok((scanned, skill_md))
+    }
+
+    fn read_blob(&self, id: ObjectId, max_bytes: u64) -> Result<Vec<u8>, SkillError> {
+        let io = |error: String| SkillError::Io {
+            context: format!("{}: {id}", self.mirror.url),
+            source: std::io::Error::other(error),
+        };
+        let repo = gix::open(&self.mirror.dir).map_err(|error| io(error.to_string()))?;
+        let store = ObjectStore { repo: &repo, digests: &self.digests };
+        use skillcat_core::TreeStore as _;
+        if store.size(&id).map_err(|error| io(error.0))? > max_bytes {
+            return Err(io(format!("larger than {max_bytes} bytes")));
+        }
+        store.read(&id).map_err(|error| io(error.0))
+    }
+
+    fn file_blob(&self, skill: &Skill, path: &SkillFilePath) -> Result<ObjectId, SkillError> {
+        let (scanned, _) = self.current(skill)?;
+        let entry = &scanned.skills[skill.name()];
+        entry.blobs.get(path).copied().ok_or_else(|| SkillError::Io {
+            context: format!("{} of {}", path, skill.name()),
+            source: std::io::ErrorKind::NotFound.into(),
+        })
+    }
+}
+
+/// The label a source of `config` shows: its name, or its URL (never with credentials) with the
+/// ref and path it was given.
+fn label_of(config: &GitConfig, url: &RemoteUrl) -> String {
+    if let Some(name) = &config.name {
+        return name.clone();
+    }
+    let mut label = url.shown().to_owned();
+    if config.reference.is_some() || !config.path.is_empty() {
+        label.push('#');
+        label.push_str(config.reference.as_deref().unwrap_or_default());
+        if !config.path.is_empty() {
+            label.push(':');
+            label.push_str(&config.path);
+        }
+    }
+    label
+}
+
+/// The blob `name` in the folder `folder`.
+fn find_blob(store: &ObjectStore<'_>, folder: &ObjectId, name: &[u8]) -> Result<ObjectId, skillcat_core::TreeError> {
+    use skillcat_core::TreeStore as _;
+    store
+        .folder(folder)?
+        .into_iter()
+        .find(|entry| entry.name == name)
+        .map(|entry| entry.id)
+        .ok_or_else(|| skillcat_core::TreeError(format!("no {} in the folder {folder}", String::from_utf8_lossy(name))))
+}
+
+/// A fetch failure, shared by every scan that reports it.
+#[derive(Debug)]
+struct SharedFailure(Arc<FetchError>);
+
+impl std::fmt::Display for SharedFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SharedFailure {}
+
+#[async_trait]
+impl SkillDiscoverer for GitSource {
+    async fn scan(&self) -> Result<Discovery, SkillError> {
+        let inner = Arc::clone(&self.inner);
+        run_blocking(move || inner.scan_blocking()).await
+    }
+
+    async fn load(&self, skill: &Skill) -> Result<String, SkillError> {
+        let (_, skill_md) = self.inner.current(skill)?;
+        let inner = Arc::clone(&self.inner);
+        let bytes = run_blocking(move || inner.read_blob(skill_md, skillcat_core::MAX_FILE_BYTES as u64)).await?;
+        String::from_utf8(bytes).map_err(|_| SkillError::Changed { name: skill.name().clone() })
+    }
+}
+
+#[async_trait]
+impl Source for GitSource {
+    fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    fn kind(&self) -> &'static str {
+        "git"
+    }
+
+    fn revision(&self) -> Option<String> {
+        self.inner.state().scanned.as_ref().map(|scanned| scanned.commit.to_string())
+    }
+
+    fn start(&self, changed: Arc<dyn Fn() + Send + Sync>, shutdown: watch::Receiver<bool>) {
+        self.inner.live.store(true, Ordering::Release);
+        tokio::spawn(Arc::clone(&self.inner).run(changed, shutdown));
+    }
+
+    fn fetch_for(&self, repositories: &[String]) -> bool {
+        let key = self.inner.mirror.url.key();
+        if repositories.is_empty() || repositories.iter().any(|named| key_of(named) == key) {
+            self.inner.fetch_now.notify_one();
+            return true;
+        }
+        false
+    }
+
+    fn read_file_blocking(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError> {
+        let blob = self.inner.file_blob(skill, path)?;
+        self.inner.read_blob(blob, max_bytes)
+    }
+
+    async fn read_file(&self, skill: &Skill, path: &SkillFilePath, max_bytes: u64) -> Result<Vec<u8>, SkillError> {
+        let (inner, skill, path) = (Arc::clone(&self.inner), skill.clone(), path.clone());
+        run_blocking(move || {
+            let blob = inner.file_blob(&skill, &path)?;
+            inner.read_blob(blob, max_bytes)
+        })
+        .await
+    }
+
+    async fn open_file(&self, skill: &Skill, path: &SkillFilePath) -> Result<Opened, SkillError> {
+        let bytes = self.read_file(skill, path, skillcat_core::MAX_SKILL_BYTES).await?;
+        Ok(Opened::Memory(bytes::Bytes::from(bytes)))
+    }
+}
