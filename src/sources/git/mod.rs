@@ -13,7 +13,7 @@ mod store;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -33,6 +33,9 @@ use super::{Opened, Source, run_blocking};
 use crate::config::GitConfig;
 use crate::observability::Metrics;
 
+/// How long the first scan waits for the first fetch when the mirror holds nothing yet (a fetch
+/// that takes longer is served when it ends; until then the catalog routes answer 503).
+const FIRST_FETCH_WAIT: Duration = Duration::from_secs(10);
 /// How long one fetch may take before it is stopped (and counted as failed).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(300);
 /// The first retry after a failed fetch; doubled after each failure, up to the interval (or
@@ -59,6 +62,8 @@ struct Inner {
     /// Set once the fetch loop runs; until then (the command line's one scan) a scan fetches
     /// first.
     live: AtomicBool,
+    /// Signalled when a fetch ends, for a first scan waiting on the first fetch.
+    fetch_ended: Condvar,
 }
 
 #[derive(Default)]
@@ -112,6 +117,7 @@ impl GitSource {
             digests: Mutex::default(),
             fetch_now: Notify::new(),
             live: AtomicBool::new(false),
+            fetch_ended: Condvar::new(),
         };
         Ok(GitSource { inner: Arc::new(inner) })
     }
@@ -156,6 +162,7 @@ impl Inner {
         let ok = fetched.is_ok();
         self.metrics.git_fetched(&self.label, ok, started.elapsed(), SystemTime::now());
         let mut state = self.state();
+        self.fetch_ended.notify_all();
         match fetched {
             Ok(commit) => {
                 let changed = state.fetched != Some(commit) || state.failure.is_some();
@@ -213,6 +220,12 @@ impl Inner {
     fn scan_blocking(&self) -> Result<Discovery, SkillError> {
         if !self.live.load(Ordering::Acquire) && self.state().fetched.is_none() {
             self.fetch_blocking();
+        } else if self.mirror.local_commit().is_none() {
+            // Nothing to serve before the first fetch ends: wait for it a while rather than
+            // publish a failure that the fetch is about to clear.
+            let state = self.state();
+            let first = |state: &mut State| state.fetched.is_none() && state.failure.is_none();
+            let _ = self.fetch_ended.wait_timeout_while(state, FIRST_FETCH_WAIT, first);
         }
         let (fetched, failure, scanned) = {
             let state = self.state();
