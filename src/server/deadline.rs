@@ -88,8 +88,10 @@ mod tests {
 
     use super::*;
 
-    /// A write into a pipe nobody reads fails once the deadline passes, not before.
-    #[tokio::test]
+    /// A write into a pipe nobody reads fails once the deadline passes, not before. (Time is
+    /// paused: it advances only while every task waits, so a busy machine cannot stall a task
+    /// past a deadline.)
+    #[tokio::test(start_paused = true)]
     async fn a_write_nobody_takes_fails_at_the_deadline() {
         let (ours, _theirs) = tokio::io::duplex(16);
         let mut stream = SendDeadline::new(TokioIo::new(ours), Duration::from_millis(200));
@@ -106,7 +108,7 @@ mod tests {
     }
 
     /// A slow reader that keeps taking bytes is no stalled one.
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_reader_that_keeps_reading_is_never_cut() {
         use tokio::io::AsyncReadExt as _;
         let (ours, mut theirs) = tokio::io::duplex(16);

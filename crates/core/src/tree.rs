@@ -336,3 +336,127 @@ impl<Id: Clone + Ord> TreeLister<Id> {
 fn join_text(folder: &str, name: &str) -> String {
     if folder.is_empty() { name.to_owned() } else { format!("{folder}/{name}") }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::num::NonZeroUsize;
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::directory::tests::{apply, change, outcome};
+    use crate::discover::{Discovery, SkillError, skill_catalog};
+    use crate::{DirectorySkillDiscoverer, SkillDiscoverer as _};
+
+    /// A folder on disk read as a tree: folders, regular files (executable by the owner's bit),
+    /// symlinks; nothing followed.
+    struct DiskTree;
+
+    impl TreeStore for DiskTree {
+        type Id = PathBuf;
+
+        fn folder(&self, id: &PathBuf) -> Result<Vec<TreeEntry<PathBuf>>, TreeError> {
+            let entries = std::fs::read_dir(id).map_err(|error| TreeError(error.to_string()))?;
+            let mut listed = Vec::new();
+            for entry in entries {
+                let entry = entry.map_err(|error| TreeError(error.to_string()))?;
+                let metadata = std::fs::symlink_metadata(entry.path()).map_err(|error| TreeError(error.to_string()))?;
+                let kind = if metadata.file_type().is_symlink() {
+                    TreeEntryKind::Symlink
+                } else if metadata.is_dir() {
+                    TreeEntryKind::Folder
+                } else {
+                    TreeEntryKind::File { executable: metadata.permissions().mode() & 0o100 != 0 }
+                };
+                listed.push(TreeEntry { name: entry.file_name().as_bytes().to_vec(), kind, id: entry.path() });
+            }
+            Ok(listed)
+        }
+
+        fn size(&self, id: &PathBuf) -> Result<u64, TreeError> {
+            Ok(std::fs::symlink_metadata(id).map_err(|error| TreeError(error.to_string()))?.len())
+        }
+
+        fn read(&self, id: &PathBuf) -> Result<Vec<u8>, TreeError> {
+            std::fs::read(id).map_err(|error| TreeError(error.to_string()))
+        }
+    }
+
+    /// A scan of `root` by the tree walk and the tree listing, shaped as a directory source's
+    /// scan: locations are the paths on disk, so the two compare byte for byte.
+    fn tree_scan(root: &Path, max_entries: usize, max_depth: usize) -> Result<Discovery, SkillError> {
+        let prefix = root.as_os_str().as_bytes().to_vec();
+        let display = |path: &[u8]| {
+            if path.is_empty() { prefix.clone() } else { [&prefix[..], b"/", path].concat() }
+        };
+        let top_name = root.file_name().unwrap().to_string_lossy().into_owned();
+        let tree = TreeRoot { folder: Ok(root.to_path_buf()), path: "", display: &display, top_name: &top_name };
+        let walk = walk_tree(&DiskTree, &tree, max_entries, max_depth).unwrap();
+        skill_catalog(walk.found.iter().map(|found| found.skill.clone()))?;
+        let mut found = walk.found;
+        found.sort_by(|a, b| a.skill.name().cmp(b.skill.name()));
+        let mut discovery = Discovery { diagnostics: walk.diagnostics, ..Discovery::default() };
+        for found in found {
+            discovery.files.push(std::sync::Arc::new(list_tree(&DiskTree, &found.folder).unwrap().listing));
+            discovery.skills.push(found.skill);
+            discovery.versions.push(found.version);
+        }
+        Ok(discovery)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// The tree walk and listing give exactly what the directory source gives for the same
+        /// folders (which the conformance tests hold to nagents): skills, content versions, file
+        /// listings with digests and modes, and diagnostics, also where a bound cuts the walk.
+        #[test]
+        fn a_tree_walk_equals_the_directory_walk(
+            changes in proptest::collection::vec(change(), 1..24),
+            max_entries in proptest::sample::select(vec![5usize, 9, 14, 10_000]),
+            max_depth in proptest::sample::select(vec![0usize, 1, 2, 16]),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().canonicalize().unwrap().join("root");
+            std::fs::create_dir(&root).unwrap();
+            for change in &changes {
+                apply(&root, change);
+            }
+            let entries = NonZeroUsize::new(max_entries).unwrap();
+            let directory = DirectorySkillDiscoverer::with_limits([&root], entries, max_depth).unwrap();
+            proptest::prop_assert_eq!(
+                outcome(tree_scan(&root, max_entries, max_depth)),
+                outcome(directory.scan_blocking()),
+                "after {:?}", changes
+            );
+        }
+    }
+
+    #[test]
+    fn odd_and_oversized_entries_are_never_read_or_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("top");
+        std::fs::create_dir_all(root.join("big")).unwrap();
+        std::fs::write(root.join("big/SKILL.md"), vec![b'a'; MAX_FILE_BYTES + 1]).unwrap();
+        std::fs::create_dir_all(root.join("bad")).unwrap();
+        std::fs::write(root.join("bad/SKILL.md"), b"---\nname: bad\n---\n\xff").unwrap();
+        std::fs::write(root.join("SKILL.md"), "no frontmatter\n").unwrap();
+        let walk = tree_scan(&root, 100, 16).unwrap();
+        let top = root.display();
+        assert_eq!(walk.skills.len(), 1, "{walk:?}");
+        assert_eq!(walk.skills[0].name().as_str(), "top", "a SKILL.md at the top is named after the top folder");
+        assert_eq!(
+            walk.diagnostics,
+            [
+                format!("{top}/bad/SKILL.md: 'utf-8' codec can't decode byte 0xff in position 18: invalid start byte"),
+                format!("{top}/big/SKILL.md: SKILL.md exceeds 4000000 bytes"),
+            ]
+        );
+        // Names a checkout never has are not seen at all.
+        for name in [&b""[..], b".", b"..", b".git", b".GIT", b"a/b", b"a\0b"] {
+            assert!(!checked_out(name), "{name:?}");
+        }
+        assert!(checked_out(b".hidden") && checked_out(b"SKILL.md"));
+    }
+}

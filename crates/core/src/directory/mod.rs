@@ -578,4 +578,4 @@ async fn run_blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stat
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -56,7 +56,7 @@ fn a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders() {
 /// meet: a rename onto a folder that a later step writes into, a delete of a folder holding a
 /// skill, a symlink where a folder was).
 #[derive(Debug, Clone)]
-enum Change {
+pub(crate) enum Change {
     Skill { folder: usize, name: usize, description: usize },
     Invalid { folder: usize },
     File { folder: usize, bytes: usize },
@@ -68,7 +68,7 @@ enum Change {
 
 const FOLDERS: [&str; 9] = ["a", "b", "a/x", "a/y", "b/x", "a/x/deep", "c", "a/x/deep/er", "d/e"];
 
-fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+pub(crate) fn change() -> impl proptest::strategy::Strategy<Value = Change> {
     use proptest::prelude::*;
     let folder = 0..FOLDERS.len();
     prop_oneof![
@@ -107,7 +107,7 @@ fn real(path: &std::path::Path) -> Option<PathBuf> {
 }
 
 /// Applies `change` under `root`; gives every path a file watcher would name for it.
-fn apply(root: &std::path::Path, change: &Change) -> Vec<PathBuf> {
+pub(crate) fn apply(root: &std::path::Path, change: &Change) -> Vec<PathBuf> {
     let at = |index: usize| root.join(FOLDERS[index]);
     match *change {
         Change::Skill { folder, name, description } => {
@@ -168,7 +168,7 @@ fn apply(root: &std::path::Path, change: &Change) -> Vec<PathBuf> {
 
 /// A discovery as comparable text: skills, versions, files (with digests) and diagnostics,
 /// or the error.
-fn outcome(scan: Result<Discovery, SkillError>) -> String {
+pub(crate) fn outcome(scan: Result<Discovery, SkillError>) -> String {
     match scan {
         Ok(discovery) => format!("{discovery:#?}"),
         Err(error) => format!("error: {error}"),
