@@ -12,6 +12,7 @@ mod cli;
 mod client;
 mod conformance;
 mod files;
+mod git;
 mod hostile;
 mod image;
 mod live;

@@ -4,6 +4,7 @@
 pub mod conformance;
 pub mod events;
 pub mod files;
+pub mod git;
 pub mod http;
 pub mod nagents;
 pub mod process;
