@@ -1,7 +1,7 @@
 //! Which sources to serve, from flags and an optional TOML file, resolved once at startup.
 
 use std::ffi::OsString;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,6 +10,10 @@ use skillcat_core::{DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES};
 
 /// Seconds between fetches of a git source unless configured.
 pub const DEFAULT_GIT_INTERVAL: u64 = 60;
+/// The most a git source's mirror may hold unless configured: 2 GiB.
+pub const DEFAULT_MAX_MIRROR_BYTES: u64 = 2 << 30;
+/// Seconds one fetch may take unless configured.
+pub const DEFAULT_FETCH_TIMEOUT: u64 = 300;
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +46,10 @@ pub struct GitConfig {
     pub token_file: Option<PathBuf>,
     pub max_entries: NonZeroUsize,
     pub max_depth: usize,
+    /// The most the mirror may hold (its packs, in bytes): a fetch beyond is stopped.
+    pub max_mirror_bytes: u64,
+    /// The longest one fetch may take.
+    pub fetch_timeout: Duration,
 }
 
 /// A `--git URL[#REF[:PATH]]` value.
@@ -124,6 +132,8 @@ struct SourceTable {
     path: Option<String>,
     interval: Option<u64>,
     token_file: Option<PathBuf>,
+    max_mirror_bytes: Option<u64>,
+    fetch_timeout: Option<NonZeroU64>,
 }
 
 #[derive(Deserialize)]
@@ -138,14 +148,28 @@ impl TryFrom<SourceTable> for SourceConfig {
     type Error = String;
 
     fn try_from(table: SourceTable) -> Result<Self, Self::Error> {
-        let SourceTable { kind, name, roots, max_entries, max_depth, url, reference, path, interval, token_file } =
-            table;
+        let SourceTable {
+            kind,
+            name,
+            roots,
+            max_entries,
+            max_depth,
+            url,
+            reference,
+            path,
+            interval,
+            token_file,
+            max_mirror_bytes,
+            fetch_timeout,
+        } = table;
         let git_only = [
             ("url", url.is_some()),
             ("ref", reference.is_some()),
             ("path", path.is_some()),
             ("interval", interval.is_some()),
             ("token_file", token_file.is_some()),
+            ("max_mirror_bytes", max_mirror_bytes.is_some()),
+            ("fetch_timeout", fetch_timeout.is_some()),
         ];
         if !matches!(kind, SourceKind::Git)
             && let Some((key, _)) = git_only.iter().find(|(_, given)| *given)
@@ -170,6 +194,8 @@ impl TryFrom<SourceTable> for SourceConfig {
                     token_file,
                     max_entries: max_entries.unwrap_or_else(default_max_entries),
                     max_depth: max_depth.unwrap_or_else(default_max_depth),
+                    max_mirror_bytes: max_mirror_bytes.unwrap_or(DEFAULT_MAX_MIRROR_BYTES),
+                    fetch_timeout: Duration::from_secs(fetch_timeout.map_or(DEFAULT_FETCH_TIMEOUT, NonZeroU64::get)),
                 }))
             }
             SourceKind::Directory => Ok(SourceConfig::Directory {
@@ -231,6 +257,8 @@ impl SourceConfig {
             token_file: None,
             max_entries: default_max_entries(),
             max_depth: default_max_depth(),
+            max_mirror_bytes: DEFAULT_MAX_MIRROR_BYTES,
+            fetch_timeout: Duration::from_secs(DEFAULT_FETCH_TIMEOUT),
         }))
     }
 

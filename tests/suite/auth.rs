@@ -121,10 +121,14 @@ async fn every_route_but_the_probes_requires_a_valid_bearer_token() {
     let (_tokens, path) = token_file("# tokens\nfirst-token\nsecond.token~+/==\n");
     let app = serve(dir.path(), &path).await;
     let operations = operations();
-    assert_eq!(operations.len(), 24, "{operations:?}");
+    assert_eq!(operations.len(), 25, "{operations:?}");
     let open: Vec<&str> = operations.iter().filter(|(_, _, open)| *open).map(|(_, path, _)| path.as_str()).collect();
-    // The probes, and the login form with its script and style sheet.
-    assert_eq!(open, ["/healthz", "/readyz", "/ui/app.js", "/ui/login", "/ui/login", "/ui/logout", "/ui/style.css"]);
+    // The probes, the git webhook (its own secret authenticates it), and the login form with its
+    // script and style sheet.
+    assert_eq!(
+        open,
+        ["/healthz", "/hooks/git", "/readyz", "/ui/app.js", "/ui/login", "/ui/login", "/ui/logout", "/ui/style.css"]
+    );
     let not_following = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
 
     for (method, path, open) in &operations {
@@ -140,6 +144,8 @@ async fn every_route_but_the_probes_requires_a_valid_bearer_token() {
                 let expected = match (method.as_str(), path.as_str()) {
                     ("POST", "/ui/login") => 415,
                     ("POST", "/ui/logout") => 303,
+                    // Webhooks are not enabled on this server (no --webhook-secret-file).
+                    ("POST", "/hooks/git") => 404,
                     _ => 200,
                 };
                 assert_eq!(status, expected, "{what} with {authorization:?}");

@@ -36,8 +36,8 @@ use crate::observability::Metrics;
 /// How long the first scan waits for the first fetch when the mirror holds nothing yet (a fetch
 /// that takes longer is served when it ends; until then the catalog routes answer 503).
 const FIRST_FETCH_WAIT: Duration = Duration::from_secs(10);
-/// How long one fetch may take before it is stopped (and counted as failed).
-const FETCH_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long past its timeout a fetch stuck in a read is waited for.
+const STUCK_GRACE: Duration = Duration::from_secs(5);
 /// The first retry after a failed fetch; doubled after each failure, up to the interval (or
 /// [`MAX_BACKOFF`] for a source fetched only on webhooks).
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -64,6 +64,8 @@ struct Inner {
     live: AtomicBool,
     /// Signalled when a fetch ends, for a first scan waiting on the first fetch.
     fetch_ended: Condvar,
+    /// Set when the server stops: a fetch in progress stops too.
+    stopping: AtomicBool,
 }
 
 #[derive(Default)]
@@ -94,11 +96,12 @@ impl GitSource {
     pub fn new(config: GitConfig, state_dir: &std::path::Path, metrics: Arc<Metrics>) -> Result<Self, InvalidRemote> {
         let url = RemoteUrl::parse(&config.url)?;
         let label = label_of(&config, &url);
-        // One mirror per URL and ref: sources of one repository at two refs never share refs.
+        // A mirror per source (its URL, ref, path and label): two sources never fetch into one.
         let mut hash = Sha256::new();
-        hash.update(url.fetch_url().as_bytes());
-        hash.update(b"\n");
-        hash.update(config.reference.as_deref().unwrap_or_default().as_bytes());
+        for part in [url.fetch_url(), config.reference.as_deref().unwrap_or_default(), &config.path, &label] {
+            hash.update(part.as_bytes());
+            hash.update(b"\n");
+        }
         let id: String = hash.finalize()[..10].iter().map(|byte| format!("{byte:02x}")).collect();
         let name: String = url
             .checkout_name()
@@ -107,7 +110,14 @@ impl GitSource {
             .take(40)
             .collect();
         let dir = state_dir.join("git").join(format!("{name}-{id}.git"));
-        let mirror = Mirror { dir, url, reference: config.reference.clone(), token_file: config.token_file.clone() };
+        let mirror = Mirror {
+            dir,
+            url,
+            reference: config.reference.clone(),
+            token_file: config.token_file.clone(),
+            max_bytes: config.max_mirror_bytes,
+            timeout: config.fetch_timeout,
+        };
         let inner = Inner {
             label,
             mirror,
@@ -118,6 +128,7 @@ impl GitSource {
             fetch_now: Notify::new(),
             live: AtomicBool::new(false),
             fetch_ended: Condvar::new(),
+            stopping: AtomicBool::new(false),
         };
         Ok(GitSource { inner: Arc::new(inner) })
     }
@@ -132,19 +143,20 @@ impl Inner {
     /// that began or ended).
     async fn fetch(self: &Arc<Self>) -> bool {
         let started = Instant::now();
-        let interrupt = Arc::new(AtomicBool::new(false));
         let source = Arc::clone(self);
-        let flag = Arc::clone(&interrupt);
-        let task = tokio::task::spawn_blocking(move || source.mirror.fetch(&flag));
-        let fetched = match tokio::time::timeout(FETCH_TIMEOUT, task).await {
+        let task = tokio::task::spawn_blocking(move || source.mirror.fetch(&source.stopping));
+        // The fetch's watchdog stops it at its timeout while it receives; a remote that stops
+        // answering in the middle of a read can hold the fetch's thread longer, but not the
+        // source: the fetch counts as failed, and the next one starts on time.
+        let fetched = match tokio::time::timeout(self.mirror.timeout + STUCK_GRACE, task).await {
             Ok(Ok(fetched)) => fetched,
             Ok(Err(error)) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
             // The runtime is shutting down.
             Ok(Err(_)) => return false,
-            Err(_) => {
-                interrupt.store(true, Ordering::Release);
-                Err(FetchError::TimedOut { url: self.mirror.url.shown().to_owned(), seconds: FETCH_TIMEOUT.as_secs() })
-            }
+            Err(_) => Err(FetchError::TimedOut {
+                url: self.mirror.url.shown().to_owned(),
+                seconds: self.mirror.timeout.as_secs(),
+            }),
         };
         self.fetched(fetched, started)
     }
@@ -211,7 +223,10 @@ impl Inner {
             tokio::select! {
                 () = self.fetch_now.notified() => {}
                 () = async { tokio::time::sleep(wait.expect("a wait")).await }, if wait.is_some() => {}
-                () = crate::shutdown::stopped(&mut shutdown) => return,
+                () = crate::shutdown::stopped(&mut shutdown) => {
+                    self.stopping.store(true, Ordering::Release);
+                    return;
+                }
             }
         }
     }
