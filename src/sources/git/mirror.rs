@@ -90,9 +90,20 @@ impl Mirror {
         FetchError::Mirror { path: self.dir.clone(), message: error.to_string() }
     }
 
-    fn remote_error(&self, error: impl std::fmt::Display) -> FetchError {
-        // gix's messages name the URL it was given; the shown one replaces it.
-        let message = error.to_string().replace(self.url.fetch_url(), self.url.shown());
+    fn remote_error(&self, error: impl std::error::Error) -> FetchError {
+        // The error with its causes, each said once; gix's messages name the URL it was given,
+        // which the shown one replaces.
+        let mut message = error.to_string();
+        let mut cause = error.source();
+        while let Some(error) = cause {
+            let text = error.to_string();
+            if !message.ends_with(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            cause = error.source();
+        }
+        let message = message.replace(self.url.fetch_url(), self.url.shown());
         FetchError::Remote { url: self.url.shown().to_owned(), message }
     }
 

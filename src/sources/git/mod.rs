@@ -475,3 +475,131 @@ impl Source for GitSource {
         Ok(Opened::Memory(bytes::Bytes::from(bytes)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+    use std::num::NonZeroUsize;
+    use std::path::Path;
+    use std::process::{Command, Stdio};
+
+    use skillcat_core::{SkipReason, TokenLimit};
+
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str], input: &[u8]) -> String {
+        let mut child = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "a")
+            .env("GIT_AUTHOR_EMAIL", "a@example.com")
+            .env("GIT_COMMITTER_NAME", "a")
+            .env("GIT_COMMITTER_EMAIL", "a@example.com")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("git runs");
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let output = child.wait_with_output().unwrap();
+        writer.join().unwrap().unwrap();
+        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    }
+
+    fn hex(text: &str) -> Vec<u8> {
+        (0..text.len()).step_by(2).map(|at| u8::from_str_radix(&text[at..at + 2], 16).unwrap()).collect()
+    }
+
+    /// A repository no checkout could hold: names git refuses (`..`, `.git`, a `/`), a thousand and more
+    /// of nested folders, a folder of 20,000 entries, a 5 MB `SKILL.md`, symlinks (to a file
+    /// outside, and as a `SKILL.md`), a name that is not UTF-8 and a submodule. The scan gives
+    /// nagents' bounded answer, reads nothing it must not, and serves nothing outside a skill.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hostile_repository_costs_only_what_its_bounds_allow() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("hostile");
+        std::fs::create_dir(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"], b"");
+        let mut stream = Vec::new();
+        let mut file = |stream: &mut Vec<u8>, mode: &str, path: &[u8], data: &[u8]| {
+            stream.extend_from_slice(format!("M {mode} inline ").as_bytes());
+            stream.extend_from_slice(path);
+            stream.extend_from_slice(format!("\ndata {}\n", data.len()).as_bytes());
+            stream.extend_from_slice(data);
+            stream.push(b'\n');
+        };
+        stream.extend_from_slice(b"commit refs/heads/main\ncommitter a <a@example.com> 0 +0000\ndata 7\nhostile\n");
+        let skill = |name: &str| format!("---\nname: {name}\ndescription: d\n---\nbody\n").into_bytes();
+        file(&mut stream, "100644", &[&b"deep/"[..], &b"d/".repeat(1500), b"SKILL.md"].concat(), &skill("deep"));
+        for index in 0..20_000 {
+            file(&mut stream, "100644", format!("wide/f{index:05}").as_bytes(), b"");
+        }
+        file(&mut stream, "100644", b"big/SKILL.md", &vec![b'a'; 5_000_000]);
+        file(&mut stream, "100644", b"skill/SKILL.md", &skill("skill"));
+        file(&mut stream, "100755", b"skill/run.sh", b"#!/bin/sh\n");
+        file(&mut stream, "120000", b"skill/passwd", b"/etc/passwd");
+        file(&mut stream, "100644", b"\"skill/bad-\\377-name\"", b"x");
+        file(&mut stream, "120000", b"linked/SKILL.md", b"../skill/SKILL.md");
+        stream.extend_from_slice(b"M 160000 4b825dc642cb6eb9a060e54bf8d69288fbee4904 skill/module\n\n");
+        git(&repo, &["fast-import", "--quiet"], &stream);
+        // The same skill ("ok") under names a checkout never has: walked, they would repeat it.
+        let ok_blob = git(&repo, &["hash-object", "-w", "--stdin"], &skill("ok"));
+        let ok_tree = git(&repo, &["mktree"], format!("100644 blob {ok_blob}\tSKILL.md\n").as_bytes());
+        let mut top = Vec::new();
+        for line in git(&repo, &["ls-tree", "-z", "main^{tree}"], b"").split('\0').filter(|line| !line.is_empty()) {
+            let (meta, name) = line.split_once('\t').unwrap();
+            let mut fields = meta.split(' ');
+            let mode = fields.next().unwrap().trim_start_matches('0');
+            let id = fields.nth(1).unwrap();
+            top.extend_from_slice(format!("{mode} {name}\0").as_bytes());
+            top.extend_from_slice(&hex(id));
+        }
+        for name in ["..", ".git", "a/b", "ok"] {
+            top.extend_from_slice(format!("40000 {name}\0").as_bytes());
+            top.extend_from_slice(&hex(&ok_tree));
+        }
+        let tree = git(&repo, &["hash-object", "-t", "tree", "--literally", "-w", "--stdin"], &top);
+        let commit = git(&repo, &["commit-tree", &tree, "-m", "hostile names"], b"");
+        git(&repo, &["update-ref", "refs/heads/main", &commit], b"");
+
+        let config = GitConfig {
+            name: None,
+            url: format!("file://{}", repo.display()),
+            reference: None,
+            path: String::new(),
+            interval: None,
+            token_file: None,
+            max_entries: NonZeroUsize::new(10_000).unwrap(),
+            max_depth: 16,
+            max_mirror_bytes: 1 << 30,
+            fetch_timeout: Duration::from_secs(60),
+        };
+        let source = GitSource::new(config, &dir.path().join("state"), Arc::new(Metrics::default())).unwrap();
+        let discovery = source.scan().await.expect("a bounded scan, not a failure");
+        let names: Vec<&str> = discovery.skills.iter().map(|skill| skill.name().as_str()).collect();
+        assert_eq!(names, ["ok", "skill"], "{discovery:#?}");
+        let url = format!("file://{}", repo.display());
+        assert_eq!(discovery.skills[1].location(), format!("{url}#skill/SKILL.md"));
+        let deep = format!("{url}#deep/{}d: discovery depth/entry limit reached", "d/".repeat(15));
+        let big = format!("{url}#big/SKILL.md: SKILL.md exceeds 4000000 bytes");
+        let wide = format!("{url}#wide: discovery entry limit reached; increase max_entries");
+        assert_eq!(discovery.diagnostics, [big, deep, wide]);
+
+        let files = discovery.files[1].files().expect("a listing");
+        let listed: Vec<(&str, bool)> = files.iter().map(|file| (file.path.as_str(), file.executable)).collect();
+        assert_eq!(listed, [("SKILL.md", false), ("run.sh", true)]);
+        let skipped: Vec<(&str, &SkipReason)> =
+            discovery.files[1].skipped().iter().map(|entry| (entry.path.as_str(), &entry.reason)).collect();
+        assert_eq!(skipped, [("bad-\u{fffd}-name", &SkipReason::NotUtf8), ("passwd", &SkipReason::Symlink)]);
+        let skill = &discovery.skills[1];
+        let run = SkillFilePath::parse("run.sh").unwrap();
+        assert_eq!(source.read_file(skill, &run, 1 << 20).await.unwrap(), b"#!/bin/sh\n");
+        let passwd = SkillFilePath::parse("passwd").unwrap();
+        assert!(source.read_file(skill, &passwd, 1 << 20).await.is_err(), "a symlink is never served");
+        let content = source.load(skill).await.unwrap();
+        assert_eq!(skillcat_core::budget_skill_content(skill, &content, TokenLimit::new(10).unwrap()).content, content);
+    }
+}
