@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use crate::support::files::digest;
 use crate::support::git::{
     Compared, Expectation, FETCH_DEADLINE, GitDaemon, HttpGit, Repo, copy_tree, differences, expected_catalog,
-    expected_catalogs, file_url, free_port, get_json, git, github_signature, hook, hook_all, metric, path_url, serve,
-    served_catalog, wait_catalog, wait_commits, write_file,
+    expected_catalogs, file_url, free_port, get_json, git, git_command, github_signature, hook, hook_all, metric,
+    path_url, serve, served_catalog, wait_catalog, wait_commits, write_file,
 };
 use crate::support::nagents;
 use crate::support::skills::skill_md;
@@ -298,10 +298,11 @@ enum Transport {
 }
 
 /// Random trees (the churn generator) committed over several commits of adds, edits, renames,
-/// deletes, symlinks and bursts, on every transport; the repository's `r0` (with small bounds
-/// drawn from the seed) and `r1` are two git sources of one server, fetched after each push by a
-/// hook. For every commit the served catalog (skills, shadowed, diagnostics, manifest, loads)
-/// equals nagents over a checkout of that commit.
+/// deletes, symlinks and bursts, on every transport; the repository's `r0` of `main` (with small
+/// bounds drawn from the seed) and `r1` of the remote's HEAD are two git sources of one server
+/// (two mirrors: one per URL and ref), fetched after each push by a hook. For every commit the
+/// served catalog (skills, shadowed, diagnostics, manifest, loads) equals nagents over a checkout
+/// of that commit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_differential_of_random_commits_equals_nagents_over_each_checkout() {
     let Some(python) = nagents::python("git::the_differential_of_random_commits_equals_nagents_over_each_checkout")
@@ -350,7 +351,7 @@ async fn the_differential_of_random_commits_equals_nagents_over_each_checkout() 
                 format!(
                     "[[sources]]\nkind = \"git\"\nurl = \"{url}\"\nref = \"main\"\npath = \"r0\"\ninterval = 0\n\
                      max_entries = {max_entries}\nmax_depth = {max_depth}\n\n\
-                     [[sources]]\nkind = \"git\"\nname = \"second\"\nurl = \"{url}\"\nref = \"main\"\npath = \"r1\"\n\
+                     [[sources]]\nkind = \"git\"\nname = \"second\"\nurl = \"{url}\"\npath = \"r1\"\n\
                      interval = 0\n"
                 ),
             )
@@ -645,6 +646,14 @@ async fn a_wrong_token_fails_and_the_right_one_works() {
     let http = HttpGit::start(&base, Some(("private.git", TOKEN)));
     let url = http.url("private.git");
     let with_user = url.replacen("http://", "http://alice@", 1);
+    // The server itself: git's own client is refused without the token and served with it.
+    let ls_remote =
+        |url: &str| git_command().args(["-c", "credential.helper=", "ls-remote", url]).output().expect("git ls-remote");
+    assert!(!ls_remote(&url).status.success(), "no token, no refs");
+    let listed = ls_remote(&url.replacen("http://", &format!("http://anyone:{TOKEN}@"), 1));
+    assert!(listed.status.success(), "git ls-remote with the token: {}", String::from_utf8_lossy(&listed.stderr));
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&first), "the refs are listed");
+    let served_before = http.seen().len();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "wrong-token\n").expect("write the token");
     let config = dir.path().join("skillcat.toml");
@@ -682,7 +691,11 @@ async fn a_wrong_token_fails_and_the_right_one_works() {
     }
     let (status, body) = get_json(&client, &server, "/skills").await;
     assert_eq!(status, 503, "no good catalog with a wrong token: {body}");
-    assert!(http.seen().iter().all(|seen| seen.status == 401), "nothing served without the token: {:?}", http.seen());
+    assert!(
+        http.seen()[served_before..].iter().all(|seen| seen.status == 401),
+        "nothing served without the token: {:?}",
+        http.seen()
+    );
 
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write the token");
     hook_all(&client, &server, SECRET).await;
@@ -793,6 +806,40 @@ async fn bounds_equal_nagents_over_the_checkout() {
     let served = served_catalog(&client, &server, &listing, &[]).await;
     let found = differences(&expected, &served, "bounds");
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// Sources on one URL and ref with different paths share one mirror (the state dir holds one per
+/// URL and ref): started together, on fresh state dirs, again and again, every source serves the
+/// commit and none reports an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sources_sharing_a_url_and_ref_all_serve_the_commit() {
+    let dir = tempfile::tempdir().expect("temp");
+    let base = dir.path().join("served");
+    let mut repo = Repo::create(&dir.path().join("work"), &base, "skills.git");
+    let paths = ["p0", "p1", "p2", "p3"];
+    for path in paths {
+        write_file(
+            &repo.work.join(format!("{path}/{path}-skill/SKILL.md")),
+            skill_md(None, "A skill.", "B").as_bytes(),
+            0o644,
+        );
+    }
+    let commit = repo.commit_and_push("four folders");
+    let daemon = GitDaemon::start(&base);
+    let url = daemon.url("skills.git");
+    let client = client();
+    for round in 0..4 {
+        let mut args =
+            vec![s("--no-builtin"), s("--state-dir"), s(dir.path().join(format!("state{round}")).to_str().unwrap())];
+        for path in paths {
+            args.extend([s("--git"), format!("{url}#main:{path}")]);
+        }
+        let server = serve(&args);
+        let pairs: Vec<(usize, &str)> = (0..paths.len()).map(|index| (index, commit.as_str())).collect();
+        let listing = wait_commits(&client, &server, &pairs).await;
+        assert!(listing.get("error").is_none(), "round {round}: {listing}");
+        assert_eq!(listing["skills"].as_array().unwrap().len(), paths.len(), "round {round}: {listing}");
+    }
 }
 
 // --------------------------------------------------------------------------------- c.

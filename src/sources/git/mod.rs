@@ -513,7 +513,7 @@ mod tests {
         (0..text.len()).step_by(2).map(|at| u8::from_str_radix(&text[at..at + 2], 16).unwrap()).collect()
     }
 
-    /// A repository no checkout could hold: names git refuses (`..`, `.git`, a `/`), a thousand and more
+    /// A repository no checkout could hold: names git refuses (`..`, `.git`, a `/`), 1,500 levels
     /// of nested folders, a folder of 20,000 entries, a 5 MB `SKILL.md`, symlinks (to a file
     /// outside, and as a `SKILL.md`), a name that is not UTF-8 and a submodule. The scan gives
     /// nagents' bounded answer, reads nothing it must not, and serves nothing outside a skill.
@@ -524,7 +524,7 @@ mod tests {
         std::fs::create_dir(&repo).unwrap();
         git(&repo, &["init", "-q", "-b", "main"], b"");
         let mut stream = Vec::new();
-        let mut file = |stream: &mut Vec<u8>, mode: &str, path: &[u8], data: &[u8]| {
+        let file = |stream: &mut Vec<u8>, mode: &str, path: &[u8], data: &[u8]| {
             stream.extend_from_slice(format!("M {mode} inline ").as_bytes());
             stream.extend_from_slice(path);
             stream.extend_from_slice(format!("\ndata {}\n", data.len()).as_bytes());
