@@ -45,6 +45,12 @@ fn s(text: impl Into<String>) -> String {
     text.into()
 }
 
+/// How many fetches reached the repository `name` of `http` (each begins with `GET info/refs`).
+fn handshakes(http: &HttpGit, name: &str) -> usize {
+    let path = format!("/{name}/info/refs");
+    http.seen().iter().filter(|seen| seen.path == path).count()
+}
+
 /// The labels, kinds and commits of `GET /skills`'s `sources`.
 fn sources_of(listing: &Value) -> Vec<Value> {
     listing["sources"].as_array().cloned().unwrap_or_default()
@@ -275,6 +281,32 @@ async fn a_public_collection_equals_nagents_over_its_checkout() {
     assert!(served["skills"].as_array().expect("skills").len() >= 4, "the collections give skills: {served}");
     let found = differences(&expected, &served, "collections");
     assert!(found.is_empty(), "the catalog differs from nagents over the checkouts:\n{}", found.join("\n"));
+
+    // A replica on a state dir of its own, on the same commits: byte-identical answers and tags.
+    let replica = serve(&[
+        s("--no-builtin"),
+        s("--state-dir"),
+        s(dir.path().join("replica-state").to_str().unwrap()),
+        s("--git"),
+        anthropic_url.clone(),
+        s("--git"),
+        format!("{obra_url}#main:skills"),
+    ]);
+    wait_commits(&client, &replica, &[(0, anthropic_commit.as_str()), (1, obra_commit.as_str())]).await;
+    let names: Vec<String> =
+        listing["skills"].as_array().unwrap().iter().map(|skill| skill["name"].as_str().unwrap().to_owned()).collect();
+    let mut paths = vec![s("/skills"), s("/manifest")];
+    for name in &names {
+        paths.extend([format!("/skills/{name}"), format!("/skills/{name}/files"), format!("/skills/{name}/content")]);
+    }
+    for path in paths {
+        let one = client.get(server.url(&path)).send().await.expect("GET");
+        let other = client.get(replica.url(&path)).send().await.expect("GET");
+        assert_eq!(one.status(), other.status(), "{path}");
+        assert_eq!(one.headers().get("etag"), other.headers().get("etag"), "{path}");
+        let (one, other) = (one.bytes().await.expect("body"), other.bytes().await.expect("body"));
+        assert_eq!(one, other, "{path}: replicas differ");
+    }
 }
 
 /// One commit of the differential: a checkout of it, and what the server served for it.
@@ -977,6 +1009,43 @@ async fn the_webhook_fetches_what_it_names_and_refuses_bad_signatures() {
     both.sort();
     assert_eq!(fetching, both);
     wait_commits(&client, &server, &[(0, commit.as_str())]).await;
+
+    // Twenty hooks at once: they collapse into at most one fetch in flight plus one queued (a
+    // third only if the first finished before the last hook arrived).
+    commit = push(&mut ours);
+    let ok_series = format!("skillcat_git_fetches_total{{source=\"{ours_url}\",outcome=\"ok\"}}");
+    let fetches_before = metric(&client, &server, &ok_series).await.unwrap_or(0.0);
+    let handshakes_before = handshakes(&http, "ours.git");
+    let payload = json!({"repository": {"clone_url": ours_url}}).to_string();
+    let hooks: Vec<_> = (0..20)
+        .map(|_| {
+            let request = client
+                .post(server.url("/hooks/git"))
+                .header("authorization", format!("Bearer {SECRET}"))
+                .body(payload.clone());
+            tokio::spawn(async move { request.send().await.expect("POST /hooks/git").status().as_u16() })
+        })
+        .collect();
+    for task in hooks {
+        assert_eq!(task.await.expect("a hook"), 202);
+    }
+    wait_commits(&client, &server, &[(0, commit.as_str())]).await;
+    // Quiet: no fetch still running or queued.
+    let mut last = (metric(&client, &server, &ok_series).await, handshakes(&http, "ours.git"));
+    let quiet = Instant::now();
+    let mut still = Instant::now();
+    while still.elapsed() < Duration::from_millis(500) {
+        assert!(quiet.elapsed() < FETCH_DEADLINE, "the fetches never settle");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = (metric(&client, &server, &ok_series).await, handshakes(&http, "ours.git"));
+        if now != last {
+            (last, still) = (now, Instant::now());
+        }
+    }
+    let fetches = last.0.unwrap_or(0.0) - fetches_before;
+    assert!((1.0..=3.0).contains(&fetches), "20 concurrent hooks made {fetches} fetches");
+    let handshakes = handshakes(&http, "ours.git") - handshakes_before;
+    assert!((1..=3).contains(&handshakes), "20 concurrent hooks reached the remote {handshakes} times");
 
     // Over 1 MiB: 413.
     let (status, _, _) =

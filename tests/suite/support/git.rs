@@ -327,11 +327,7 @@ impl HttpGit {
                     }
                     let Ok(stream) = stream else { continue };
                     let (seen, root, private) = (Arc::clone(&seen), root.clone(), private.clone());
-                    std::thread::spawn(move || {
-                        if let Some(request) = handle(stream, &root, private.as_ref()) {
-                            seen.lock().expect("seen").push(request);
-                        }
-                    });
+                    std::thread::spawn(move || handle(stream, &root, private.as_ref(), &seen));
                 }
             })
         };
@@ -424,8 +420,8 @@ impl Incoming {
     }
 }
 
-/// Answers one request (then closes the connection); returns what it saw.
-fn handle(stream: TcpStream, root: &Path, private: Option<&Private>) -> Option<Seen> {
+/// Answers one request (then closes the connection), recorded in `seen` before it is answered.
+fn handle(stream: TcpStream, root: &Path, private: Option<&Private>, seen: &Mutex<Vec<Seen>>) -> Option<()> {
     stream.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
     let mut incoming = Incoming { stream, buffer: Vec::new() };
     let mut head = Vec::new();
@@ -486,10 +482,11 @@ fn handle(stream: TcpStream, root: &Path, private: Option<&Private>) -> Option<S
     } else {
         http_backend(root, &method, &path, &query, &headers, user.as_deref(), &body)
     };
+    seen.lock().expect("seen").push(Seen { path, user, status });
     let _ = stream.write_all(&response);
     let _ = stream.flush();
     let _ = stream.shutdown(std::net::Shutdown::Write);
-    Some(Seen { path, user, status })
+    Some(())
 }
 
 /// Runs `git http-backend` for one request; returns the status and the whole HTTP response.
