@@ -182,6 +182,12 @@ impl Mirror {
     }
 
     fn fetch_now(&self, interrupt: &AtomicBool) -> Result<ObjectId, FetchError> {
+        // gix's HTTP client takes the process's TLS provider: ring (see Cargo.toml). Installed
+        // once; a provider installed before (by an embedding program) is kept.
+        static TLS_PROVIDER: std::sync::Once = std::sync::Once::new();
+        TLS_PROVIDER.call_once(|| {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
         let repo = self.open()?;
         let token = self.token()?;
         let remote = repo

@@ -43,6 +43,9 @@ impl TestApp {
 
     /// Serves with options adjusted by `adjust`; returns once the first discovery is published.
     pub async fn spawn_with(sources: Vec<SourceConfig>, adjust: impl FnOnce(&mut ServeOptions)) -> TestApp {
+        // The process's TLS provider, as the server's git client installs it (ring): the MCP
+        // client of the tests is the same reqwest, which needs one even for plain http.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut options = ServeOptions::new(SocketAddr::from(([127, 0, 0, 1], 0)), sources);
         options.live = LiveOptions { rescan_interval: None, watch: true };
         adjust(&mut options);
