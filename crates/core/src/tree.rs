@@ -347,7 +347,7 @@ mod tests {
     use super::*;
     use crate::directory::tests::{apply, change, outcome};
     use crate::discover::{Discovery, SkillError, skill_catalog};
-    use crate::{DirectorySkillDiscoverer, SkillDiscoverer as _};
+    use crate::DirectorySkillDiscoverer;
 
     /// A folder on disk read as a tree: folders, regular files (executable by the owner's bit),
     /// symlinks; nothing followed.
