@@ -345,9 +345,9 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
+    use crate::DirectorySkillDiscoverer;
     use crate::directory::tests::{apply, change, outcome};
     use crate::discover::{Discovery, SkillError, skill_catalog};
-    use crate::DirectorySkillDiscoverer;
 
     /// A folder on disk read as a tree: folders, regular files (executable by the owner's bit),
     /// symlinks; nothing followed.
