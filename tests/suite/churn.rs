@@ -8,7 +8,6 @@
 //! everything after it. The server is run without the periodic rescan: only the rescans of the
 //! changes the watcher named bring it there.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,200 +15,11 @@ use serde_json::{Value, json};
 use skillcat::catalog::LiveOptions;
 
 use crate::reference::run_reference;
+use crate::support::churn::{Random, Tree};
 use crate::support::conformance::{case_sources, describe_difference};
 use crate::support::nagents;
 use crate::support::server::TestApp;
 use crate::support::tree::CaseRoot;
-
-/// A small deterministic generator (xorshift64*), so a failing sequence reproduces from its seed.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % bound
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
-/// Where skills live: every leaf name once, so that a root never holds two skills of one name
-/// (which nagents reports as a failed source); the same position under the other root shadows.
-const FOLDERS: [&str; 10] = ["s1", "s2", "s3", "g", "g/s4", "g/s5", "g/h", "g/h/s6", "m", "m/s7"];
-
-const TEXTS: [&str; 6] = [
-    "---\ndescription: First version.\n---\nBody one.\n",
-    "---\ndescription: Second version, longer.\n---\n# Heading\n\nBody two with more words in it.\n",
-    "---\ndescription: \"Quoted: yes\"\n---\nBody three.\n",
-    "No frontmatter at all; the fallback description applies.\n",
-    "---\nname: not valid!\n---\nInvalid name.\n",
-    "---\ndescription: Version with a $other reference.\n---\nSee $s1 and $g.\n",
-];
-
-/// What is at a path relative to the case root `T`.
-#[derive(Debug, Clone, PartialEq)]
-enum Node {
-    Folder,
-    Text(String),
-    Link(String),
-}
-
-/// The tree as the changes left it, mirrored on disk.
-struct Tree<'a> {
-    root: &'a CaseRoot,
-    nodes: BTreeMap<String, Node>,
-}
-
-impl Tree<'_> {
-    fn disk(&self, relative: &str) -> std::path::PathBuf {
-        Path::new(&self.root.root_path(relative)).to_path_buf()
-    }
-
-    fn make_folders(&mut self, relative: &str) {
-        let mut path = String::new();
-        for part in relative.split('/') {
-            if !path.is_empty() {
-                path.push('/');
-            }
-            path.push_str(part);
-            if self.nodes.get(&path) != Some(&Node::Folder) {
-                self.remove(&path);
-                std::fs::create_dir(self.disk(&path)).expect("create a folder");
-                self.nodes.insert(path.clone(), Node::Folder);
-            }
-        }
-    }
-
-    fn remove(&mut self, relative: &str) {
-        let disk = self.disk(relative);
-        match self.nodes.get(relative) {
-            Some(Node::Folder) => std::fs::remove_dir_all(&disk).expect("remove a folder"),
-            Some(_) => std::fs::remove_file(&disk).expect("remove a file"),
-            None => return,
-        }
-        let prefix = format!("{relative}/");
-        self.nodes.retain(|path, _| path != relative && !path.starts_with(&prefix));
-    }
-
-    fn write(&mut self, relative: &str, text: &str) {
-        let (folder, _) = relative.rsplit_once('/').expect("beneath a root");
-        self.make_folders(folder);
-        if matches!(self.nodes.get(relative), Some(Node::Folder | Node::Link(_))) {
-            self.remove(relative);
-        }
-        // As editors and deploy tools write: a temporary file renamed over the old one.
-        let temporary = self.disk(&format!("{folder}/.tmp-write"));
-        std::fs::write(&temporary, text).expect("write");
-        std::fs::rename(&temporary, self.disk(relative)).expect("rename into place");
-        self.nodes.insert(relative.to_owned(), Node::Text(text.to_owned()));
-    }
-
-    /// Points a symlink at `relative` to `target` (`$T/...` or relative), replacing what is there
-    /// atomically when it is a link already (as git-sync flips its link).
-    fn link(&mut self, relative: &str, target: &str) {
-        let (folder, _) = relative.rsplit_once('/').expect("beneath a root");
-        self.make_folders(folder);
-        if matches!(self.nodes.get(relative), Some(Node::Folder | Node::Text(_))) {
-            self.remove(relative);
-        }
-        let on_disk = target.replace("$T", self.root.path_str());
-        let temporary = self.disk(&format!("{folder}/.tmp-link"));
-        std::os::unix::fs::symlink(&on_disk, &temporary).expect("symlink");
-        std::fs::rename(&temporary, self.disk(relative)).expect("flip the link");
-        self.nodes.insert(relative.to_owned(), Node::Link(target.to_owned()));
-    }
-
-    fn rename(&mut self, from: &str, to: &str) {
-        if !self.nodes.contains_key(from) || self.nodes.contains_key(to) || to.starts_with(&format!("{from}/")) {
-            return;
-        }
-        let (folder, _) = to.rsplit_once('/').expect("beneath a root");
-        self.make_folders(folder);
-        std::fs::rename(self.disk(from), self.disk(to)).expect("rename");
-        let prefix = format!("{from}/");
-        let moved: Vec<(String, Node)> = self
-            .nodes
-            .iter()
-            .filter(|(path, _)| *path == from || path.starts_with(&prefix))
-            .map(|(path, node)| (format!("{to}{}", &path[from.len()..]), node.clone()))
-            .collect();
-        self.nodes.retain(|path, _| path != from && !path.starts_with(&prefix));
-        self.nodes.extend(moved);
-    }
-
-    /// One random change.
-    fn change(&mut self, random: &mut Random) {
-        let root = *random.pick(&["r0", "r1"]);
-        let other = if root == "r0" { "r1" } else { "r0" };
-        let folder = format!("{root}/{}", random.pick(&FOLDERS));
-        match random.below(10) {
-            0..=2 => {
-                let text = *random.pick(&TEXTS);
-                self.write(&format!("{folder}/SKILL.md"), text);
-            }
-            3 => {
-                let name = *random.pick(&["notes.md", "data.json", ".hidden"]);
-                let text = *random.pick(&["a", "bb", "ccc\n"]);
-                self.write(&format!("{folder}/references/{name}"), text);
-            }
-            4 => self.make_folders(&folder),
-            5 => self.remove(&folder),
-            6 => self.remove(&format!("{folder}/SKILL.md")),
-            7 => {
-                // The same position under the other root, or another position under this one
-                // (then the folder's skills keep their names: still one of each per root).
-                let to = if random.below(2) == 0 {
-                    format!("{other}/{}", &folder[3..])
-                } else {
-                    format!("{root}/{}", random.pick(&FOLDERS))
-                };
-                let clashes = |tree: &Self| {
-                    tree.nodes.keys().filter(|path| path.starts_with(&format!("{from}/", from = folder))).any(|path| {
-                        let leaf = path.rsplit('/').nth(1).unwrap_or_default();
-                        tree.nodes.keys().any(|other| {
-                            other.starts_with(&format!("{}/", &to[..2]))
-                                && other.ends_with(&format!("/{leaf}/SKILL.md"))
-                        })
-                    })
-                };
-                if to.starts_with(root) || !clashes(self) {
-                    self.rename(&folder, &to);
-                }
-            }
-            8 => {
-                let target = *random.pick(&["$T/r1/s1", "$T/r0/g", "SKILL.md", "../s2", "missing"]);
-                let at = if random.below(2) == 0 { format!("{folder}/SKILL.md") } else { folder.clone() };
-                self.link(&at, target);
-            }
-            _ => {
-                // A burst: many files at once in one folder, then most of them gone again.
-                self.make_folders(&format!("{folder}/burst"));
-                for index in 0..200 {
-                    self.write(&format!("{folder}/burst/f{index:03}.md"), "x");
-                }
-                for index in 0..190 {
-                    self.remove(&format!("{folder}/burst/f{index:03}.md"));
-                }
-            }
-        }
-    }
-
-    /// The tree as a case's `entries` (folders, texts, links; parents are made implicitly).
-    fn entries(&self) -> Vec<Value> {
-        self.nodes
-            .iter()
-            .map(|(path, node)| match node {
-                Node::Folder => json!({"path": path, "dir": true}),
-                Node::Text(text) => json!({"path": path, "text": text}),
-                Node::Link(target) => json!({"path": path, "symlink": target}),
-            })
-            .collect()
-    }
-}
 
 /// A skill entry of `GET /skills` as nagents' triple.
 fn triple(entry: &Value) -> Value {
@@ -228,7 +38,7 @@ async fn after_random_churn_the_live_catalog_equals_nagents_and_a_full_walk() {
     for seed in 1..=10u64 {
         let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let root = CaseRoot::new().expect("case root");
-        let mut tree = Tree { root: &root, nodes: BTreeMap::new() };
+        let mut tree = Tree::new(Path::new(&root.root_path("")));
         tree.make_folders("r0");
         tree.make_folders("r1");
         for _ in 0..8 {
@@ -365,7 +175,7 @@ async fn overlapping_sources_after_churn_equal_a_full_walk() {
     for seed in 1..=16u64 {
         let mut random = Random(seed.wrapping_mul(0xd1b5_4a32_d192_ed03) | 1);
         let root = CaseRoot::new().expect("case root");
-        let mut tree = Tree { root: &root, nodes: BTreeMap::new() };
+        let mut tree = Tree::new(Path::new(&root.root_path("")));
         tree.make_folders("r0");
         tree.make_folders("r1");
         for _ in 0..8 {

@@ -9,12 +9,12 @@
 //! every transport. Without a Python with nagents those comparisons print `skipped:` (unless
 //! `SKILLCAT_REQUIRE_NAGENTS=1`); the rest runs anyway.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::churn::{Random, Tree};
 use crate::support::files::digest;
 use crate::support::git::{
     Compared, Expectation, FETCH_DEADLINE, GitDaemon, HttpGit, Repo, copy_tree, differences, expected_catalog,
@@ -57,173 +57,6 @@ fn sources_of(listing: &Value) -> Vec<Value> {
 }
 
 // ------------------------------------------------------------------- the churn generator
-
-/// The churn test's generator (tests/suite/churn.rs, whose items are private to it), over a
-/// working tree instead of a case root: xorshift64*, so a failing sequence reproduces from its
-/// seed.
-struct Random(u64);
-
-impl Random {
-    fn below(&mut self, bound: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % bound
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
-const FOLDERS: [&str; 10] = ["s1", "s2", "s3", "g", "g/s4", "g/s5", "g/h", "g/h/s6", "m", "m/s7"];
-
-const TEXTS: [&str; 6] = [
-    "---\ndescription: First version.\n---\nBody one.\n",
-    "---\ndescription: Second version, longer.\n---\n# Heading\n\nBody two with more words in it.\n",
-    "---\ndescription: \"Quoted: yes\"\n---\nBody three.\n",
-    "No frontmatter at all; the fallback description applies.\n",
-    "---\nname: not valid!\n---\nInvalid name.\n",
-    "---\ndescription: Version with a $other reference.\n---\nSee $s1 and $g.\n",
-];
-
-#[derive(Debug, Clone, PartialEq)]
-enum Node {
-    Folder,
-    Text,
-    Link,
-}
-
-/// The tree as the changes left it, mirrored in the working tree `root` (`$T` of link targets).
-struct Tree {
-    root: PathBuf,
-    nodes: BTreeMap<String, Node>,
-}
-
-impl Tree {
-    fn disk(&self, relative: &str) -> PathBuf {
-        self.root.join(relative)
-    }
-
-    fn make_folders(&mut self, relative: &str) {
-        let mut path = String::new();
-        for part in relative.split('/') {
-            if !path.is_empty() {
-                path.push('/');
-            }
-            path.push_str(part);
-            if self.nodes.get(&path) != Some(&Node::Folder) {
-                self.remove(&path);
-                std::fs::create_dir(self.disk(&path)).expect("create a folder");
-                self.nodes.insert(path.clone(), Node::Folder);
-            }
-        }
-    }
-
-    fn remove(&mut self, relative: &str) {
-        let disk = self.disk(relative);
-        match self.nodes.get(relative) {
-            Some(Node::Folder) => std::fs::remove_dir_all(&disk).expect("remove a folder"),
-            Some(_) => std::fs::remove_file(&disk).expect("remove a file"),
-            None => return,
-        }
-        let prefix = format!("{relative}/");
-        self.nodes.retain(|path, _| path != relative && !path.starts_with(&prefix));
-    }
-
-    fn write(&mut self, relative: &str, text: &str) {
-        let (folder, _) = relative.rsplit_once('/').expect("beneath a root");
-        self.make_folders(folder);
-        if matches!(self.nodes.get(relative), Some(Node::Folder | Node::Link)) {
-            self.remove(relative);
-        }
-        std::fs::write(self.disk(relative), text).expect("write");
-        self.nodes.insert(relative.to_owned(), Node::Text);
-    }
-
-    fn link(&mut self, relative: &str, target: &str) {
-        let (folder, _) = relative.rsplit_once('/').expect("beneath a root");
-        self.make_folders(folder);
-        if self.nodes.contains_key(relative) {
-            self.remove(relative);
-        }
-        let on_disk = target.replace("$T", self.root.to_str().expect("UTF-8"));
-        std::os::unix::fs::symlink(&on_disk, self.disk(relative)).expect("symlink");
-        self.nodes.insert(relative.to_owned(), Node::Link);
-    }
-
-    fn rename(&mut self, from: &str, to: &str) {
-        if !self.nodes.contains_key(from) || self.nodes.contains_key(to) || to.starts_with(&format!("{from}/")) {
-            return;
-        }
-        let (folder, _) = to.rsplit_once('/').expect("beneath a root");
-        self.make_folders(folder);
-        std::fs::rename(self.disk(from), self.disk(to)).expect("rename");
-        let prefix = format!("{from}/");
-        let moved: Vec<(String, Node)> = self
-            .nodes
-            .iter()
-            .filter(|(path, _)| *path == from || path.starts_with(&prefix))
-            .map(|(path, node)| (format!("{to}{}", &path[from.len()..]), node.clone()))
-            .collect();
-        self.nodes.retain(|path, _| path != from && !path.starts_with(&prefix));
-        self.nodes.extend(moved);
-    }
-
-    /// One random change, as the churn test makes them.
-    fn change(&mut self, random: &mut Random) {
-        let root = *random.pick(&["r0", "r1"]);
-        let other = if root == "r0" { "r1" } else { "r0" };
-        let folder = format!("{root}/{}", random.pick(&FOLDERS));
-        match random.below(10) {
-            0..=2 => {
-                let text = *random.pick(&TEXTS);
-                self.write(&format!("{folder}/SKILL.md"), text);
-            }
-            3 => {
-                let name = *random.pick(&["notes.md", "data.json", ".hidden"]);
-                let text = *random.pick(&["a", "bb", "ccc\n"]);
-                self.write(&format!("{folder}/references/{name}"), text);
-            }
-            4 => self.make_folders(&folder),
-            5 => self.remove(&folder),
-            6 => self.remove(&format!("{folder}/SKILL.md")),
-            7 => {
-                let to = if random.below(2) == 0 {
-                    format!("{other}/{}", &folder[3..])
-                } else {
-                    format!("{root}/{}", random.pick(&FOLDERS))
-                };
-                let clashes = |tree: &Self| {
-                    tree.nodes.keys().filter(|path| path.starts_with(&format!("{from}/", from = folder))).any(|path| {
-                        let leaf = path.rsplit('/').nth(1).unwrap_or_default();
-                        tree.nodes.keys().any(|other| {
-                            other.starts_with(&format!("{}/", &to[..2]))
-                                && other.ends_with(&format!("/{leaf}/SKILL.md"))
-                        })
-                    })
-                };
-                if to.starts_with(root) || !clashes(self) {
-                    self.rename(&folder, &to);
-                }
-            }
-            8 => {
-                let target = *random.pick(&["$T/r1/s1", "$T/r0/g", "SKILL.md", "../s2", "missing"]);
-                let at = if random.below(2) == 0 { format!("{folder}/SKILL.md") } else { folder.clone() };
-                self.link(&at, target);
-            }
-            _ => {
-                self.make_folders(&format!("{folder}/burst"));
-                for index in 0..200 {
-                    self.write(&format!("{folder}/burst/f{index:03}.md"), "x");
-                }
-                for index in 0..190 {
-                    self.remove(&format!("{folder}/burst/f{index:03}.md"));
-                }
-            }
-        }
-    }
-}
 
 // --------------------------------------------------------------------------------- a.
 
@@ -354,7 +187,7 @@ async fn the_differential_of_random_commits_equals_nagents_over_each_checkout() 
             let base = dir.path().join("served");
             let work = dir.path().join("work");
             let mut repo = Repo::create(&work, &base, "skills.git");
-            let mut tree = Tree { root: work.clone(), nodes: BTreeMap::new() };
+            let mut tree = Tree::new(work.clone());
             // Each root always exists in a commit (git keeps no empty folder).
             tree.write("r0/README.md", "r0\n");
             tree.write("r1/README.md", "r1\n");
