@@ -303,6 +303,11 @@ impl Inner {
             let skill = GitSkill { skill: found.skill, skill_md, blobs: listed.blobs };
             skills.insert(skill.skill.name().clone(), skill);
         }
+        // Digests are kept for the blobs this commit lists, not for every blob ever met: the
+        // memory they take follows the catalog, not the history.
+        let listed: std::collections::HashSet<&ObjectId> =
+            skills.values().flat_map(|skill| skill.blobs.values()).collect();
+        self.digests.lock().unwrap_or_else(PoisonError::into_inner).retain(|id, _| listed.contains(id));
         Ok(Scanned { commit, discovery, skills })
     }
 
