@@ -39,6 +39,7 @@ impl SkillFiles {
             let body = FilesBody {
                 name,
                 etag,
+                version: self.listing.version().expect("a listing has a version"),
                 files: files.iter().map(FileEntry::of).collect(),
                 skipped: self
                     .listing
@@ -91,6 +92,10 @@ pub struct FilesBody<'a> {
     /// The skill's tag, as `GET /skills` lists it: it covers every file.
     #[schema(value_type = ETag)]
     pub etag: &'a ETag,
+    /// The skill's version, as `GET /skills/{name}` gives it: the digest of these files' lines
+    /// `<mode> <sha256 hex> <path>\n`.
+    #[schema(value_type = String, example = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", pattern = "^sha256:[0-9a-f]{64}$")]
+    pub version: Digest,
     /// In code-point order of their paths.
     #[schema(value_type = Vec<FileEntry>)]
     pub files: Vec<FileEntry<'a>>,

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use skillcat_core::{
-    CompositeDiscovery, ContentVersion, FileListing, Skill, SkillFile, SkillFilePath, SkillName, render_skill_manifest,
+    CompositeDiscovery, ContentVersion, Digest, FileListing, Skill, SkillFile, SkillFilePath, SkillName,
+    render_skill_manifest,
 };
 
 use super::CatalogError;
@@ -39,6 +40,11 @@ pub struct SkillEntry {
     pub source: String,
     /// Changes whenever the skill's content, descriptor or source does.
     pub etag: ETag,
+    /// The digest of the skill's folder: SHA-256 of one line `<mode> <sha256 hex> <path>\n` per
+    /// file of its archive, in code-point path order (mode `644`, or `755` when executable);
+    /// `null` when its files are not served (over a bound).
+    #[schema(value_type = Option<String>, example = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", pattern = "^sha256:[0-9a-f]{64}$")]
+    pub version: Option<Digest>,
 }
 
 /// A descriptor hidden by an earlier source's skill of the same name.
@@ -273,6 +279,7 @@ impl Catalog {
                     location: skill.location().to_owned(),
                     source: source.to_owned(),
                     etag: etag.clone(),
+                    version: sourced.files.as_deref().and_then(FileListing::version),
                 };
                 let body = PreparedBody::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
                 Arc::new(CatalogSkill {
@@ -434,6 +441,7 @@ mod tests {
                 location: skill.location().to_owned(),
                 source: "/srv".to_owned(),
                 etag: skill_etag("/srv", &skill, None, None),
+                version: None,
             };
             let body = PreparedBody::new(serde_json::to_vec(&entry).unwrap(), entry.etag.clone());
             Arc::new(CatalogSkill {

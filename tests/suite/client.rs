@@ -755,6 +755,11 @@ async fn the_download_command_writes_the_folder_into_agents_skills_and_replaces_
     assert!(stdout.starts_with("downloaded skill 'toolbox' (version \""), "{stdout}");
     assert!(stdout.contains("7 files") && stdout.trim_end().ends_with(".agents/skills/toolbox"), "{stdout}");
     assert_eq!(snapshot(&target, false), snapshot(&dir.path().join("toolbox"), true));
+    // The README's recipe gives the installed folder's version, as the server states it.
+    let entry: serde_json::Value =
+        app.get("/skills/toolbox").bearer_auth("agent-token").send().await.unwrap().json().await.unwrap();
+    assert!(entry["version"].as_str().is_some_and(|version| version.starts_with("sha256:")), "{entry}");
+    assert_eq!(readme_version(&target), entry["version"].as_str().unwrap());
 
     // Again: refused, the folder untouched; with --replace: swapped in.
     std::fs::write(target.join("SKILL.md"), "edited locally").unwrap();
@@ -833,4 +838,15 @@ async fn search_answers_the_ranked_hits_and_refuses_bad_queries() {
     assert_eq!(refused.problem().unwrap().skillcat_kind(), Some("invalid-query"));
     assert!(matches!(remote.search("x", Some(0)).await, Err(ClientError::Config(_))));
     app.shutdown().await.unwrap();
+}
+
+/// The version of an installed skill folder, by the shell recipe the README gives.
+fn readme_version(folder: &std::path::Path) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let (_, after) = readme.split_once("an\ninstalled copy gives the same digest:\n```sh\n").expect("the recipe");
+    let (recipe, _) = after.split_once("```").expect("its end");
+    let recipe = recipe.replacen("cd .agents/skills/skillcat-consuming && ", "", 1);
+    let output = std::process::Command::new("sh").arg("-c").arg(&recipe).current_dir(folder).output().expect("sh");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }

@@ -373,6 +373,24 @@ impl FileListing {
         files.binary_search_by(|file| file.path.cmp(path)).ok().map(|index| &files[index])
     }
 
+    /// The skill's version: the SHA-256 of one line per listed file, in the listing's
+    /// (code-point) order, `<mode> <sha256 hex> <path>\n` with mode `644`, or `755` for an
+    /// executable file — the files, order and modes of the skill's archive, so anyone can
+    /// recompute it from an installed folder. `None` without a listing.
+    pub fn version(&self) -> Option<Digest> {
+        use sha2::Digest as _;
+        let files = self.files().ok()?;
+        let mut hash = sha2::Sha256::new();
+        for file in files {
+            hash.update(if file.executable { b"755 " } else { b"644 " });
+            hash.update(file.digest.to_string().strip_prefix(Digest::PREFIX).expect("a digest").as_bytes());
+            hash.update(b" ");
+            hash.update(file.path.as_str().as_bytes());
+            hash.update(b"\n");
+        }
+        Some(Digest(hash.finalize().into()))
+    }
+
     /// The bytes of all listed files (0 without a listing).
     pub fn total_size(&self) -> u64 {
         self.files().map_or(0, |files| files.iter().map(|file| file.size).sum())
@@ -400,6 +418,26 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn a_version_is_the_digest_of_the_archive_s_lines() {
+        let file = |path: &str, bytes: &[u8], executable| SkillFile {
+            path: SkillFilePath::parse(path).unwrap(),
+            size: bytes.len() as u64,
+            digest: Digest::of(bytes),
+            executable,
+        };
+        // Listed in any order; the version follows the code-point order of the paths. The value is
+        // `sha256sum` of "644 <sha256 of a\n> SKILL.md\n755 <sha256 of b\n> scripts/run.sh\n".
+        let listing =
+            FileListing::new(vec![file("scripts/run.sh", b"b\n", true), file("SKILL.md", b"a\n", false)], Vec::new());
+        let version = listing.version().unwrap().to_string();
+        assert_eq!(version, "sha256:0fde86fa9f7f0f6cd99d53ae68986a24369ba0c0bf70f1d8eba3c818655b6f1b");
+        let moded =
+            FileListing::new(vec![file("scripts/run.sh", b"b\n", false), file("SKILL.md", b"a\n", false)], Vec::new());
+        assert_ne!(moded.version().unwrap().to_string(), version, "the mode is part of the version");
+        assert_eq!(FileListing::unavailable(FilesUnavailable::TooManyFiles { counted: 600 }).version(), None);
+    }
 
     #[test]
     fn paths_are_clean_and_relative() {

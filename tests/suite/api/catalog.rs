@@ -32,6 +32,7 @@ async fn the_catalog_has_a_strong_etag_that_its_body_repeats() {
     let root = root_of(&dir);
     assert_eq!(body["shadowed"], json!([]));
     assert_eq!(body["diagnostics"], json!([]));
+    assert_eq!(body["sources"], json!([{"label": root, "kind": "directory", "commit": null}]));
     let skills = body["skills"].as_array().expect("skills");
     let names: Vec<&str> = skills.iter().map(|skill| skill["name"].as_str().expect("name")).collect();
     assert_eq!(names, ["alpha", "beta"], "name order");
@@ -40,8 +41,10 @@ async fn the_catalog_has_a_strong_etag_that_its_body_repeats() {
     assert_eq!(skills[0]["source"], root, "a directory source is labelled with its root");
     for skill in skills {
         let fields: Vec<&String> = skill.as_object().expect("object").keys().collect();
-        assert_eq!(fields.len(), 5, "{skill}");
+        assert_eq!(fields.len(), 6, "{skill}");
         assert_strong_etag(skill["etag"].as_str().expect("etag"));
+        let version = skill["version"].as_str().expect("a version");
+        assert!(version.starts_with("sha256:") && version.len() == 71, "{skill}");
     }
     assert_ne!(skills[0]["etag"], skills[1]["etag"]);
     assert_conditional_get(&app, "/skills", &tag).await;
