@@ -55,7 +55,8 @@ struct Inner {
     config: GitConfig,
     metrics: Arc<Metrics>,
     state: Mutex<State>,
-    /// Digests of blobs, by object id, over every scan.
+    /// Digests of the blobs the current commit lists, by object id: a new commit hashes only
+    /// the blobs it adds.
     digests: Mutex<HashMap<ObjectId, Digest>>,
     /// Asks the fetch loop for a fetch now (a webhook); permits collapse into one.
     fetch_now: Notify,
