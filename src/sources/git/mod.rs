@@ -67,6 +67,9 @@ struct Inner {
     fetch_ended: Condvar,
     /// Set when the server stops: a fetch in progress stops too.
     stopping: AtomicBool,
+    /// The bytes of blobs being sent, by object id: requests for one file share one copy while
+    /// any of them holds it (what a stalled reader can hold is one file, however many ask).
+    sent: Mutex<HashMap<ObjectId, std::sync::Weak<Vec<u8>>>>,
 }
 
 #[derive(Default)]
@@ -130,6 +133,7 @@ impl GitSource {
             live: AtomicBool::new(false),
             fetch_ended: Condvar::new(),
             stopping: AtomicBool::new(false),
+            sent: Mutex::default(),
         };
         Ok(GitSource { inner: Arc::new(inner) })
     }
@@ -138,6 +142,23 @@ impl GitSource {
 impl Inner {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The mirror's repository, opened once per thread (gix's handles are not shared between
+    /// threads without its `parallel` feature); its object store sees the packs later fetches add,
+    /// and refs are read from disk each time.
+    fn repository(&self) -> Result<gix::Repository, String> {
+        thread_local! {
+            static OPENED: std::cell::RefCell<HashMap<std::path::PathBuf, gix::Repository>> = Default::default();
+        }
+        OPENED.with_borrow_mut(|opened| {
+            if let Some(repository) = opened.get(&self.mirror.dir) {
+                return Ok(repository.clone());
+            }
+            let repository = gix::open(&self.mirror.dir).map_err(|error| format!("cannot open the mirror: {error}"))?;
+            opened.insert(self.mirror.dir.clone(), repository.clone());
+            Ok(repository)
+        })
     }
 
     /// Fetches once; whether what the source would serve changed (a new commit, or a failure
@@ -234,9 +255,13 @@ impl Inner {
 
     /// The catalog of the commit to serve now; the last one's when the commit did not change.
     fn scan_blocking(&self) -> Result<Discovery, SkillError> {
+        let first = {
+            let state = self.state();
+            state.fetched.is_none() && state.failure.is_none() && state.scanned.is_none()
+        };
         if !self.live.load(Ordering::Acquire) && self.state().fetched.is_none() {
             self.fetch_blocking();
-        } else if self.mirror.local_commit().is_none() {
+        } else if first && self.mirror.local_commit().is_none() {
             // Nothing to serve before the first fetch ends: wait for it a while rather than
             // publish a failure that the fetch is about to clear.
             let state = self.state();
@@ -247,7 +272,9 @@ impl Inner {
             let state = self.state();
             (state.fetched, state.failure.clone(), state.scanned.clone())
         };
-        let commit = fetched.or_else(|| self.mirror.local_commit());
+        // Before any fetch ended: a restart serves the commit the mirror holds.
+        let commit =
+            fetched.or_else(|| scanned.as_ref().map(|scanned| scanned.commit)).or_else(|| self.mirror.local_commit());
         if let Some(failure) = failure
             && (scanned.is_some() || commit.is_none())
         {
@@ -268,7 +295,7 @@ impl Inner {
 
     fn scan_commit(&self, commit: ObjectId) -> Result<Scanned, SkillError> {
         let failed = |message: String| SkillError::Source(message.into());
-        let repo = gix::open(&self.mirror.dir).map_err(|error| failed(format!("cannot open the mirror: {error}")))?;
+        let repo = self.repository().map_err(failed)?;
         let store = ObjectStore { repo: &repo, digests: &self.digests };
         let unreadable =
             |error: &dyn std::fmt::Display| failed(format!("cannot read commit {commit} from the mirror: {error}"));
@@ -359,7 +386,7 @@ impl Inner {
             context: format!("{}: {id}", self.mirror.url),
             source: std::io::Error::other(error),
         };
-        let repo = gix::open(&self.mirror.dir).map_err(|error| io(error.to_string()))?;
+        let repo = self.repository().map_err(io)?;
         let store = ObjectStore { repo: &repo, digests: &self.digests };
         use skillcat_core::TreeStore as _;
         if store.size(&id).map_err(|error| io(error.0))? > max_bytes {
@@ -405,6 +432,15 @@ fn find_blob(store: &ObjectStore<'_>, folder: &ObjectId, name: &[u8]) -> Result<
         .find(|entry| entry.name == name)
         .map(|entry| entry.id)
         .ok_or_else(|| skillcat_core::TreeError(format!("no {} in the folder {folder}", String::from_utf8_lossy(name))))
+}
+
+/// Bytes of a blob shared by the requests sending it.
+struct SharedBlob(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBlob {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 /// A fetch failure, shared by every scan that reports it.
@@ -477,8 +513,24 @@ impl Source for GitSource {
     }
 
     async fn open_file(&self, skill: &Skill, path: &SkillFilePath) -> Result<Opened, SkillError> {
-        let bytes = self.read_file(skill, path, skillcat_core::MAX_SKILL_BYTES).await?;
-        Ok(Opened::Memory(bytes::Bytes::from(bytes)))
+        let blob = self.inner.file_blob(skill, path)?;
+        let shared =
+            |sent: &HashMap<ObjectId, std::sync::Weak<Vec<u8>>>| sent.get(&blob).and_then(std::sync::Weak::upgrade);
+        let held = shared(&self.inner.sent.lock().unwrap_or_else(PoisonError::into_inner));
+        let bytes = match held {
+            Some(bytes) => bytes,
+            None => {
+                let inner = Arc::clone(&self.inner);
+                let read = run_blocking(move || inner.read_blob(blob, skillcat_core::MAX_SKILL_BYTES)).await?;
+                let mut sent = self.inner.sent.lock().unwrap_or_else(PoisonError::into_inner);
+                // Another request may have read it meanwhile: keep one copy.
+                let bytes = shared(&sent).unwrap_or_else(|| Arc::new(read));
+                sent.retain(|_, held| held.strong_count() > 0);
+                sent.insert(blob, Arc::downgrade(&bytes));
+                bytes
+            }
+        };
+        Ok(Opened::Memory(bytes::Bytes::from_owner(SharedBlob(bytes))))
     }
 }
 
@@ -493,7 +545,9 @@ mod tests {
 
     use super::*;
 
-    fn git(dir: &Path, args: &[&str], input: &[u8]) -> String {
+    /// Runs the real `git` in `dir` with `input` on its standard input (a fixed author); its
+    /// output, trimmed.
+    pub(super) fn git(dir: &Path, args: &[&str], input: &[u8]) -> String {
         let mut child = Command::new("git")
             .args(args)
             .current_dir(dir)
@@ -603,6 +657,13 @@ mod tests {
         let skill = &discovery.skills[1];
         let run = SkillFilePath::parse("run.sh").unwrap();
         assert_eq!(source.read_file(skill, &run, 1 << 20).await.unwrap(), b"#!/bin/sh\n");
+        // Requests sending one file share one copy of it while any of them holds it.
+        let (first, second) =
+            (source.open_file(skill, &run).await.unwrap(), source.open_file(skill, &run).await.unwrap());
+        let (Opened::Memory(first), Opened::Memory(second)) = (first, second) else {
+            panic!("a blob is sent from memory")
+        };
+        assert_eq!((first.as_ptr(), &first[..]), (second.as_ptr(), &b"#!/bin/sh\n"[..]));
         let passwd = SkillFilePath::parse("passwd").unwrap();
         assert!(source.read_file(skill, &passwd, 1 << 20).await.is_err(), "a symlink is never served");
         let content = source.load(skill).await.unwrap();
