@@ -673,9 +673,9 @@ async fn bounds_equal_nagents_over_the_checkout() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
-/// Sources on one URL and ref with different paths share one mirror (the state dir holds one per
-/// URL and ref): started together, on fresh state dirs, again and again, every source serves the
-/// commit and none reports an error.
+/// Sources on one URL and ref with different paths (each with a mirror of its own in the state
+/// dir): started together, on fresh state dirs, again and again, every source serves the commit
+/// and none reports an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sources_sharing_a_url_and_ref_all_serve_the_commit() {
     let dir = tempfile::tempdir().expect("temp");

@@ -271,20 +271,7 @@ fn packs_size(mirror: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let output = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_AUTHOR_NAME", "a")
-            .env("GIT_AUTHOR_EMAIL", "a@example.com")
-            .env("GIT_COMMITTER_NAME", "a")
-            .env("GIT_COMMITTER_EMAIL", "a@example.com")
-            .output()
-            .expect("git runs");
-        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-        String::from_utf8(output.stdout).unwrap().trim().to_owned()
-    }
+    use crate::sources::git::tests::git;
 
     fn mirror(url: &str, dir: &Path, max_bytes: u64, timeout: Duration) -> Mirror {
         Mirror {
@@ -302,7 +289,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
         std::fs::create_dir(&work).unwrap();
-        git(&work, &["init", "-q", "-b", "main"]);
+        git(&work, &["init", "-q", "-b", "main"], b"");
         // Incompressible bytes: 3 MiB of a simple generator's output.
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         let noise: Vec<u8> = (0..3 << 20)
@@ -314,8 +301,8 @@ mod tests {
             })
             .collect();
         std::fs::write(work.join("blob.bin"), noise).unwrap();
-        git(&work, &["add", "-A"]);
-        git(&work, &["commit", "-qm", "big"]);
+        git(&work, &["add", "-A"], b"");
+        git(&work, &["commit", "-qm", "big"], b"");
         let url = format!("file://{}", work.display());
 
         let small = mirror(&url, &dir.path().join("small"), 1 << 20, Duration::from_secs(60));
@@ -324,16 +311,16 @@ mod tests {
 
         let large = mirror(&url, &dir.path().join("large"), 64 << 20, Duration::from_secs(60));
         let fetched = large.fetch(&AtomicBool::new(false)).unwrap();
-        assert_eq!(fetched.to_string(), git(&work, &["rev-parse", "HEAD"]));
+        assert_eq!(fetched.to_string(), git(&work, &["rev-parse", "HEAD"], b""));
         assert_eq!(large.local_commit(), Some(fetched), "a restart reads the commit from the mirror");
         // A rewritten branch (a force-push) is followed.
-        git(&work, &["commit", "-q", "--amend", "-m", "rewritten"]);
+        git(&work, &["commit", "-q", "--amend", "-m", "rewritten"], b"");
         let rewritten = large.fetch(&AtomicBool::new(false)).unwrap();
-        assert_eq!(rewritten.to_string(), git(&work, &["rev-parse", "HEAD"]));
+        assert_eq!(rewritten.to_string(), git(&work, &["rev-parse", "HEAD"], b""));
         assert_ne!(rewritten, fetched);
         // A deleted branch is an error, and the mirror keeps the last commit.
-        git(&work, &["checkout", "-q", "-b", "other"]);
-        git(&work, &["branch", "-q", "-D", "main"]);
+        git(&work, &["checkout", "-q", "-b", "other"], b"");
+        git(&work, &["branch", "-q", "-D", "main"], b"");
         let error = large.fetch(&AtomicBool::new(false)).expect_err("no main");
         assert!(matches!(error, FetchError::NoSuchRef { .. }), "{error}");
         assert_eq!(large.local_commit(), Some(rewritten));
