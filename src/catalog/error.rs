@@ -26,6 +26,16 @@ pub enum CatalogError {
     /// The skill's file changed or vanished since the snapshot was taken; a rescan is under way.
     #[error("Skill '{0}' changed; refresh discovery and retry")]
     Changed(SkillName),
+    /// `?version=` that names no version.
+    #[error(transparent)]
+    InvalidVersion(#[from] crate::sources::InvalidVersion),
+    /// A commit prefix that matches several commits of the skill's history.
+    #[error("the version '{prefix}' of skill '{name}' is ambiguous: it matches {count} commits")]
+    AmbiguousVersion { name: SkillName, prefix: String, count: usize },
+    /// No such version of the skill (unknown, no longer in the history, or a commit or tag where
+    /// the skill does not exist); never answered with the current version instead.
+    #[error("skill '{name}' has no version '{version}': {detail}")]
+    VersionNotFound { name: SkillName, version: String, detail: String },
     /// A source could not read a skill for another reason (an I/O error, not staleness).
     #[error("cannot read skill '{name}': {source}")]
     Read { name: SkillName, source: SkillError },

@@ -24,7 +24,7 @@ pub use body::{ETag, GzipBody, PreparedBody};
 pub use contents::Content;
 pub use error::CatalogError;
 pub use files::{FileEntry, FilesBody, SkillFiles, SkippedFile, media_type};
-pub use live::{LiveCatalog, LiveOptions, VerifiedFile};
+pub use live::{LiveCatalog, LiveOptions, VerifiedFile, VersionEntry, Versions};
 pub use offline::OfflineCatalog;
 pub use publish::{LeftOut, Publication, Published, PublishedView};
 pub use search::{

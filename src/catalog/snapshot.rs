@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use skillcat_core::{
-    CompositeDiscovery, ContentVersion, Digest, FileListing, Skill, SkillFile, SkillFilePath, SkillName,
+    CompositeDiscovery, ContentVersion, Digest, FileListing, Skill, SkillFile, SkillFilePath, SkillName, SourcedSkill,
     render_skill_manifest,
 };
 
@@ -189,6 +189,8 @@ pub struct CatalogSkill {
     pub skill: Skill,
     /// Index of the owning source.
     pub(super) source: usize,
+    /// What reads a pinned version's files (the owning source reads a current skill's).
+    pub(super) reader: Option<Reader>,
     /// The content version the tag covers (`None`: it could not be read).
     pub(super) version: Option<ContentVersion>,
     /// The files of the skill's folder, which the tag covers too (`None`: the source does not
@@ -203,6 +205,31 @@ pub struct CatalogSkill {
 }
 
 impl CatalogSkill {
+    /// The skill `sourced` of the source labelled `label`, its entry and body prepared.
+    pub(super) fn new(sourced: &SourcedSkill, label: &str) -> Self {
+        let (skill, version) = (&sourced.skill, &sourced.version);
+        let etag = skill_etag(label, skill, *version, sourced.files.as_deref());
+        let entry = SkillEntry {
+            name: skill.name().clone(),
+            description: skill.description().to_owned(),
+            location: skill.location().to_owned(),
+            source: label.to_owned(),
+            etag: etag.clone(),
+            version: sourced.files.as_deref().and_then(FileListing::version),
+        };
+        let body = PreparedBody::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
+        CatalogSkill {
+            skill: skill.clone(),
+            source: sourced.source,
+            reader: None,
+            version: *version,
+            files: sourced.files.clone().map(SkillFiles::new),
+            entry,
+            body,
+            views: Views::default(),
+        }
+    }
+
     /// The files of the skill, or why they are not served.
     pub fn files(&self) -> Result<(&SkillFiles, &[SkillFile]), CatalogError> {
         let unavailable = |reason: String| CatalogError::FilesUnavailable { name: self.skill.name().clone(), reason };
@@ -217,6 +244,16 @@ impl CatalogSkill {
         let unknown = || CatalogError::UnknownFile { name: self.skill.name().clone(), path: path.to_owned() };
         let path = SkillFilePath::parse(path).map_err(|_| unknown())?;
         files.listing.get(&path).ok_or_else(unknown)
+    }
+}
+
+/// The source of one pinned version of a skill.
+#[derive(Clone)]
+pub struct Reader(pub Arc<dyn crate::sources::Source>);
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Reader").field(&self.0.label()).finish()
     }
 }
 
@@ -272,25 +309,7 @@ impl Catalog {
                     return Arc::clone(known);
                 }
                 let source = sources.get(sourced.source).map_or("", |source| source.label.as_str());
-                let etag = skill_etag(source, skill, *version, sourced.files.as_deref());
-                let entry = SkillEntry {
-                    name: skill.name().clone(),
-                    description: skill.description().to_owned(),
-                    location: skill.location().to_owned(),
-                    source: source.to_owned(),
-                    etag: etag.clone(),
-                    version: sourced.files.as_deref().and_then(FileListing::version),
-                };
-                let body = PreparedBody::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
-                Arc::new(CatalogSkill {
-                    skill: skill.clone(),
-                    source: sourced.source,
-                    version: *version,
-                    files: sourced.files.clone().map(SkillFiles::new),
-                    entry,
-                    body,
-                    views: Views::default(),
-                })
+                Arc::new(CatalogSkill::new(sourced, source))
             })
             .collect();
         let shadowed: Vec<ShadowedEntry> = discovery
@@ -435,24 +454,7 @@ mod tests {
     fn the_spliced_listing_is_the_serialized_catalog_body() {
         let catalog_skill = |name: &str, description: &str| {
             let skill = Skill::new(name, description, format!("/srv/{name}/SKILL.md")).unwrap();
-            let entry = SkillEntry {
-                name: skill.name().clone(),
-                description: skill.description().to_owned(),
-                location: skill.location().to_owned(),
-                source: "/srv".to_owned(),
-                etag: skill_etag("/srv", &skill, None, None),
-                version: None,
-            };
-            let body = PreparedBody::new(serde_json::to_vec(&entry).unwrap(), entry.etag.clone());
-            Arc::new(CatalogSkill {
-                skill,
-                source: 0,
-                version: None,
-                files: None,
-                entry,
-                body,
-                views: Views::default(),
-            })
+            Arc::new(CatalogSkill::new(&SourcedSkill { skill, source: 0, version: None, files: None }, "/srv"))
         };
         let skills = [catalog_skill("alpha", "Say \"hi\" <now>"), catalog_skill("beta", "Tab\there \u{2028}")];
         let entry = skills[0].entry.clone();

@@ -35,8 +35,8 @@ pub mod responses {
     }
 
     problems! {
-        InvalidName = 400, "Invalid skill name";
-        UnknownSkill = 404, "No such skill";
+        InvalidName = 400, "Invalid skill name (`invalid-name`); with `version`, a malformed version (`invalid-version`) or a commit prefix of several commits (`ambiguous-version`)";
+        UnknownSkill = 404, "No such skill (`skill-not-found`); with `version`, no such version of it (`version-not-found`: never the current version instead)";
         Changed = 409, "The skill changed or vanished; refresh discovery and retry";
         PreconditionFailed = 412, "An If-Match header does not name the skill's current tag";
         RepresentationPreconditionFailed = 412, "An If-Match header names no current representation's tag";
@@ -186,6 +186,9 @@ fn catalog_parts(error: &CatalogError) -> (StatusCode, &'static str, &'static st
             (StatusCode::UNPROCESSABLE_ENTITY, "files-unavailable", "The skill's files are not served")
         }
         CatalogError::Changed(_) => (StatusCode::CONFLICT, "skill-changed", "Skill changed"),
+        CatalogError::InvalidVersion(_) => (StatusCode::BAD_REQUEST, "invalid-version", "Invalid version"),
+        CatalogError::AmbiguousVersion { .. } => (StatusCode::BAD_REQUEST, "ambiguous-version", "Ambiguous version"),
+        CatalogError::VersionNotFound { .. } => (StatusCode::NOT_FOUND, "version-not-found", "Version not found"),
         CatalogError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "catalog-unavailable", "Catalog unavailable"),
         CatalogError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, "not-ready", "Not ready"),
         // Never answered as such: see `From<CatalogError>`.

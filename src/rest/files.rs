@@ -11,6 +11,7 @@ use skillcat_core::SkillName;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::target::{Target, VersionQuery};
 use crate::app::App;
 use crate::catalog::{CatalogError, FilesBody};
 use crate::http::{Headers, HttpError, Problem, SkillPath, name_and_path, prepared, responses, serve_file};
@@ -23,6 +24,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
 #[utoipa::path(get, path = "/skills/{name}/files", tag = "files",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
         ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
@@ -39,12 +41,16 @@ async fn list_files(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
     Headers(headers): Headers,
+    query: VersionQuery,
 ) -> Result<Response, HttpError> {
-    let snapshot = app.catalog.snapshot();
-    let skill = snapshot.ready()?.skill(&name)?;
+    let target = match Target::of(&app, &name, query, headers).await? {
+        Ok(target) => target,
+        Err(unmodified) => return Ok(unmodified),
+    };
+    let skill = &target.skill;
     let (files, _) = skill.files()?;
     let body = files.body(name.as_str(), &skill.entry.etag).expect("a skill with listed files has a listing body");
-    prepared(&headers, body, "application/json")
+    target.answer(prepared(&target.headers, body, "application/json"))
 }
 
 /// The `{name}` and `{*path}` of a file route. The path is percent-decoded once (by the router);
@@ -68,6 +74,7 @@ impl<S: Send + Sync> FromRequestParts<S> for FileRoute {
 #[utoipa::path(get, path = "/skills/{name}/files/{*path}", tag = "files",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
         ("path" = String, Path, description = "The file's path in the listing, relative to the skill's folder"),
         ("If-None-Match" = Option<String>, Header, description = "The file's digest as a tag; 304 if it is current"),
         ("Range" = Option<String>, Header, description = "One byte range (`bytes=0-99`); more than one is answered whole"),
@@ -77,8 +84,8 @@ impl<S: Send + Sync> FromRequestParts<S> for FileRoute {
             headers(("ETag" = String, description = "The file's digest, quoted: \"sha256:<hex>\""))),
         (status = 206, description = "The requested range", body = Vec<u8>, content_type = "*/*"),
         (status = 304, description = "The client's copy is current"),
-        (status = 400, description = "Invalid skill name, or a path that is not valid UTF-8", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such skill, or no such file in its listing", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid skill name, or a path that is not valid UTF-8; with `version`, a malformed or ambiguous version", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such skill, no such version of it, or no such file in its listing", body = Problem, content_type = "application/problem+json"),
         responses::Changed,
         responses::PreconditionFailed,
         responses::RangeNotSatisfiable,
@@ -89,10 +96,13 @@ async fn get_file(
     State(app): State<Arc<App>>,
     route: FileRoute,
     Headers(headers): Headers,
+    query: VersionQuery,
 ) -> Result<Response, HttpError> {
-    let snapshot = app.catalog.snapshot();
-    let skill = snapshot.ready()?.skill(&route.name)?;
-    serve_file(&app.catalog, skill, &route.path, &headers).await
+    let target = match Target::of(&app, &route.name, query, headers).await? {
+        Ok(target) => target,
+        Err(unmodified) => return Ok(unmodified),
+    };
+    target.answer(serve_file(&app.catalog, &target.skill, &route.path, &target.headers).await)
 }
 
 /// The skill's folder as a zip: `SKILL.md` at the root, entries in path order, fixed timestamps
@@ -100,6 +110,7 @@ async fn get_file(
 #[utoipa::path(get, path = "/skills/{name}/archive", tag = "files",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
         ("If-None-Match" = Option<String>, Header, description = "The archive's digest as a tag; 304 if it is current"),
     ),
     responses(
@@ -117,11 +128,14 @@ async fn get_archive(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
     Headers(headers): Headers,
+    query: VersionQuery,
 ) -> Result<Response, HttpError> {
-    let snapshot = app.catalog.snapshot();
-    let skill = snapshot.ready()?.skill(&name)?;
-    let archive = app.catalog.archive(skill).await?;
-    let mut response = prepared(&headers, &archive, "application/zip")?;
+    let target = match Target::of(&app, &name, query, headers).await? {
+        Ok(target) => target,
+        Err(unmodified) => return Ok(unmodified),
+    };
+    let archive = app.catalog.archive(&target.skill).await?;
+    let mut response = target.answer(prepared(&target.headers, &archive, "application/zip"))?;
     let disposition = format!("attachment; filename=\"{name}.zip\"");
     response
         .headers_mut()

@@ -10,6 +10,8 @@ mod manifest;
 mod ops;
 mod search;
 mod skills;
+mod target;
+mod versions;
 
 use std::sync::Arc;
 
@@ -21,6 +23,7 @@ use crate::app::App;
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()
         .merge(skills::router())
+        .merge(versions::router())
         .merge(search::router())
         .merge(files::router())
         .merge(manifest::router())

@@ -11,8 +11,9 @@ use skillcat_core::TokenLimit;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::target::{Target, VersionQuery};
 use crate::app::App;
-use crate::catalog::{CatalogBody, SkillEntry};
+use crate::catalog::{CatalogBody, CatalogSkill, SkillEntry};
 use crate::http::{
     BoundedBody, Headers, HttpError, Problem, SkillPath, not_modified, precondition_holds, prepared, responses,
 };
@@ -48,6 +49,7 @@ async fn list_skills(State(app): State<Arc<App>>, Headers(headers): Headers) -> 
 #[utoipa::path(get, path = "/skills/{name}", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
         ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
@@ -63,16 +65,20 @@ async fn get_skill(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
     Headers(headers): Headers,
+    query: VersionQuery,
 ) -> Result<Response, HttpError> {
-    let snapshot = app.catalog.snapshot();
-    let skill = snapshot.ready()?.skill(&name)?;
-    prepared(&headers, &skill.body, "application/json")
+    let target = match Target::of(&app, &name, query, headers).await? {
+        Ok(target) => target,
+        Err(unmodified) => return Ok(unmodified),
+    };
+    target.answer(prepared(&target.headers, &target.skill.body, "application/json"))
 }
 
 /// The skill's whole `SKILL.md`, read now.
 #[utoipa::path(get, path = "/skills/{name}/content", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
         ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
@@ -89,14 +95,22 @@ async fn skill_content(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
     Headers(headers): Headers,
+    query: VersionQuery,
 ) -> Result<Response, HttpError> {
-    let snapshot = app.catalog.snapshot();
-    let skill = snapshot.ready()?.skill(&name)?;
+    let target = match Target::of(&app, &name, query, headers).await? {
+        Ok(target) => target,
+        Err(unmodified) => return Ok(unmodified),
+    };
+    target.answer(content(&app, &target.skill, &target.headers).await)
+}
+
+/// The whole `SKILL.md` of `skill`, conditional on its tag.
+async fn content(app: &App, skill: &CatalogSkill, headers: &HeaderMap) -> Result<Response, HttpError> {
     let tag = &skill.body;
-    if !precondition_holds(&headers, &tag.etag_header) {
+    if !precondition_holds(headers, &tag.etag_header) {
         return Err(HttpError::PreconditionFailed);
     }
-    if not_modified(&headers, &tag.etag_header) {
+    if not_modified(headers, &tag.etag_header) {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, tag.etag_header.clone())]).into_response());
     }
     let content = app.catalog.content(skill).await?;
@@ -177,11 +191,12 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 #[utoipa::path(post, path = "/skills/{name}/load", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
     ),
     request_body(content = LoadRequest, content_type = "application/json", description = "Optional: an empty body (or no token_limit) takes the default limit of 10000"),
     responses(
         (status = 200, description = "The budgeted load", body = skillcat_core::SkillLoadResult),
-        (status = 400, description = "Invalid skill name, malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid skill name, malformed JSON; with `version`, a malformed or ambiguous version", body = Problem, content_type = "application/problem+json"),
         responses::UnknownSkill,
         responses::Changed,
         responses::PreconditionFailed,
@@ -195,12 +210,19 @@ async fn load_skill(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
     Headers(headers): Headers,
+    query: VersionQuery,
     BoundedBody(body): BoundedBody,
 ) -> Result<Response, HttpError> {
     let limit = load_request(&headers, &body)?;
-    let snapshot = app.catalog.snapshot();
-    let skill = snapshot.ready()?.skill(&name)?;
-    if !precondition_holds(&headers, &skill.body.etag_header) {
+    // A load is not a read of a representation the client may hold: only `If-Match` applies.
+    let mut headers = headers;
+    headers.remove(header::IF_NONE_MATCH);
+    let target = match Target::of(&app, &name, query, headers).await? {
+        Ok(target) => target,
+        Err(unmodified) => return Ok(unmodified),
+    };
+    let skill = &target.skill;
+    if !precondition_holds(&target.headers, &skill.body.etag_header) {
         return Err(HttpError::PreconditionFailed);
     }
     let body = app.catalog.content(skill).await?.load_json(limit);
@@ -208,5 +230,5 @@ async fn load_skill(
         (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
     ];
-    Ok((headers, body).into_response())
+    target.answer(Ok((headers, body).into_response()))
 }

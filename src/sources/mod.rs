@@ -10,18 +10,22 @@
 mod builtin;
 mod directory;
 pub mod git;
+mod versions;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use skillcat_core::{CompositeDiscovery, Discovery, Skill, SkillDiscoverer, SkillError, SkillFilePath, SourceError};
+use skillcat_core::{
+    CompositeDiscovery, Discovery, Skill, SkillDiscoverer, SkillError, SkillFilePath, SkillName, SourceError,
+};
 use tokio::sync::watch;
 
 pub use self::builtin::{BuiltinSkills, BuiltinSource};
 pub use self::directory::DirectorySource;
 pub use self::git::GitSource;
+pub use self::versions::{HistoryEntry, InvalidVersion, PinError, Pinned, VersionSpec};
 use crate::config::SourceConfig;
 use crate::observability::Metrics;
 
@@ -48,6 +52,17 @@ pub trait Source: SkillDiscoverer {
     /// now and says so.
     fn fetch_for(&self, _repositories: &[String]) -> bool {
         false
+    }
+
+    /// The versions `name` had in the source's history, newest first (empty: none); `None` when
+    /// the source keeps no history (its only version is the current one).
+    async fn history(&self, _name: &SkillName) -> Option<Result<Vec<HistoryEntry>, PinError>> {
+        None
+    }
+
+    /// `name` as it was at `version`; `None` when the source keeps no history.
+    async fn pinned(&self, _name: &SkillName, _version: &VersionSpec) -> Option<Result<Pinned, PinError>> {
+        None
     }
 
     /// The folders on disk the source reads, made absolute: a live catalog watches them, and

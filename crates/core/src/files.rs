@@ -163,7 +163,7 @@ pub struct InvalidDigest;
 pub struct Digest([u8; 32]);
 
 impl Digest {
-    const PREFIX: &str = "sha256:";
+    pub const PREFIX: &str = "sha256:";
 
     /// The digest of `bytes`.
     pub fn of(bytes: &[u8]) -> Self {

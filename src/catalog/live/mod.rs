@@ -4,6 +4,7 @@
 
 mod rescan;
 mod verified;
+mod versions;
 mod watching;
 
 use std::path::PathBuf;
@@ -15,11 +16,13 @@ use skillcat_core::{ContentVersion, Digest, Skill, SkillError, SkillFile, SkillN
 use tokio::sync::{Notify, watch};
 
 pub use self::verified::VerifiedFile;
+use self::versions::PinnedSkills;
+pub use self::versions::{VersionEntry, Versions};
 use self::watching::WatchState;
 use super::CatalogError;
 use super::body::PreparedBody;
 use super::contents::{Content, ContentCache};
-use super::snapshot::{CatalogSkill, CatalogState, Snapshot};
+use super::snapshot::{CatalogSkill, CatalogState, Reader, Snapshot};
 use super::views::{Views, blocking};
 use crate::observability::Metrics;
 use crate::sources::{Source, Sources};
@@ -54,6 +57,8 @@ struct Inner {
     contents: ContentCache,
     /// What is kept for the life of the catalog rather than of a version.
     kept: Views,
+    /// Skills as they were at versions asked for.
+    pinned: PinnedSkills,
 }
 
 /// What the next rescan is asked to do.
@@ -88,6 +93,7 @@ impl LiveCatalog {
             watching: WatchState::new(options.rescan_interval),
             contents: ContentCache::default(),
             kept: Views::default(),
+            pinned: PinnedSkills::default(),
         });
         let catalog = LiveCatalog { inner };
         // A source that changes by itself (a git fetch) asks for a rescan; only the catalog's own
@@ -207,9 +213,12 @@ impl LiveCatalog {
         .await?
     }
 
-    /// The source that owns `skill`.
-    fn source(&self, skill: &CatalogSkill) -> &Arc<dyn Source> {
-        self.inner.sources.get(skill.source)
+    /// The source that reads `skill`: its owner, or the reader of its pinned version.
+    fn source<'a>(&'a self, skill: &'a CatalogSkill) -> &'a Arc<dyn Source> {
+        match &skill.reader {
+            Some(Reader(reader)) => reader,
+            None => self.inner.sources.get(skill.source),
+        }
     }
 
     /// `read` if it gave exactly the listed bytes of `file`; otherwise the snapshot is stale.
