@@ -49,6 +49,24 @@ A skill is also a folder (``scripts/``, ``references/``...), and the same discov
   failure the staging folder is removed and ``target_dir`` is as it was. The parent of
   ``target_dir`` must exist.
 
+A skill can be pinned to a version, the digest of its folder (``sha256:<hex>`` of the lines
+``<mode> <sha256 hex> <path>\\n`` of its files, in code-point path order, as ``GET /skills/{name}``
+and ``/files`` give it), by name, or through a lock file as ``skillcat download --lock`` writes it::
+
+    remote = RemoteSkillDiscoverer(url, pins={"pdf": "sha256:9f86d0..."}, lock="skills-lock.json")
+
+* The lock's entries whose ``source`` is not this discoverer's ``base_url`` (trailing slashes
+  aside) are ignored; a ``pins`` entry overrides the lock's for the same name.
+* ``discover()`` returns a pinned skill's descriptor as it was at its version
+  (``GET /skills/{name}?version=V``), also when the current catalog no longer has the skill or
+  has another version of it. Pinned descriptors are immutable: each is fetched once.
+* ``load``, ``list_files``, ``read_file`` and ``download`` of a pinned skill ask for its version
+  (``?version=V``) and check what they get against it: the listing's lines must hash to ``V``,
+  and ``SKILL.md`` (and every file read) must have the listed SHA-256 and size.
+* A version the server no longer has (404 ``version-not-found``), or an answer that is not that
+  version, raises ``PinnedVersionError`` (a ``ValueError``) naming the skill and the version; a
+  pinned skill is never served at another version instead.
+
 Errors:
 
 * ``ValueError``: what nagents raises for the same condition locally.
@@ -61,12 +79,15 @@ Errors:
     own message, e.g. "Duplicate skill name 'x' at /p". Once the server has had a good catalog it
     keeps serving it through failures: ``discover()`` returns it, and ``catalog_error`` says what
     failed (naming both files of a duplicate) and since when;
-  - a descriptor the server sent that nagents' ``Skill`` rejects.
+  - a descriptor the server sent that nagents' ``Skill`` rejects;
+  - ``PinnedVersionError``: a pinned skill's version is not on the server, or what the server
+    sent is not that version.
 * ``SkillcatError`` (an ``OSError``): the server could not be reached, broke the protocol, or
   answered another error (401, 503 not ready / at capacity / shutting down, ...); it carries
   ``status``, ``kind`` (the problem type after ``urn:skillcat:problem:``), ``detail`` and
   ``retry_after`` where the answer had them.
-* ``SkillcatCorruptFile`` (a ``SkillcatError``): a file's bytes are not what its listing says.
+* ``SkillcatCorruptFile`` (a ``SkillcatError``): a file's bytes are not what its listing says (of
+  a pinned skill, also a ``PinnedVersionError``).
 * ``SkillcatTimeout`` (a ``SkillcatError`` and a ``TimeoutError``): no complete answer within
   ``timeout`` seconds. The whole exchange (connect, request, reading the body) shares that one
   deadline, and the awaiting coroutine is released at the deadline even if name resolution hangs.
@@ -105,6 +126,7 @@ __all__ = [
     "CatalogFailure",
     "Downloaded",
     "FileListing",
+    "PinnedVersionError",
     "RemoteFile",
     "RemoteSkillDiscoverer",
     "SearchHit",
@@ -113,6 +135,7 @@ __all__ = [
     "SkillcatError",
     "SkillcatTimeout",
     "SkippedFile",
+    "listing_version",
 ]
 
 # A whole catalog (thousands of descriptors) fits easily; a larger answer is refused.
@@ -130,6 +153,15 @@ _MAX_LISTING_BYTES = 16 * 1024 * 1024
 # At most 100 hits of a few KiB each.
 _MAX_SEARCH_BYTES = 4 * 1024 * 1024
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# A skill's name as the server's routes accept it.
+_SKILL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# One skill's descriptor (GET /skills/{name}): a name, a description of at most 1,024 characters,
+# a location, a source label and two digests.
+_MAX_DESCRIPTOR_BYTES = 1024 * 1024
+# An error's problem+json body: a type, a title, a status and a detail of a line or two.
+_MAX_PROBLEM_BYTES = 64 * 1024
+# A lock file names a few skills; thousands fit many times over.
+_MAX_LOCK_BYTES = 16 * 1024 * 1024
 _PROBLEM_PREFIX = "urn:skillcat:problem:"
 _USER_AGENT = "skillcat-remote-python/1"
 # Failures of a reused keep-alive connection that mean the server had closed it: retry once.
@@ -161,6 +193,26 @@ class SkillcatTimeout(SkillcatError, TimeoutError):
 
 class SkillcatCorruptFile(SkillcatError):
     """A file's bytes are not what its listing says (another size or SHA-256); they are dropped."""
+
+
+class PinnedVersionError(ValueError):
+    """A pinned skill's version is not on the server (any longer), or what the server sent for it
+    is not that version. Never answered by serving another version instead."""
+
+    def __init__(self, message: str, *, name: str, version: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.version = version
+
+
+class _PinnedCorruptFile(SkillcatCorruptFile, PinnedVersionError):
+    """A file of a pinned skill whose bytes are not the listed ones: both a corrupt file and not
+    the pinned version."""
+
+    def __init__(self, message: str, *, name: str, version: str) -> None:
+        SkillcatCorruptFile.__init__(self, message)
+        self.name = name
+        self.version = version
 
 
 class _TooLarge(SkillcatError):
@@ -244,6 +296,9 @@ class FileListing:
     """The skill's etag: the version listed."""
     files: tuple[RemoteFile, ...]
     skipped: tuple[SkippedFile, ...]
+    version: str | None = None
+    """The version listed (``sha256:<hex>``), where the server says it; of a pinned skill, the pin,
+    checked against the files."""
 
     @property
     def size(self) -> int:
@@ -267,6 +322,9 @@ class Downloaded:
     leftover: str | None
     """Where the replaced folder was left when it could not be removed (a read-only folder in
     it, say); the new folder is in place all the same."""
+    version: str | None = None
+    """The version downloaded (``sha256:<hex>``), where the server says it; of a pinned skill, the
+    pin, checked against every file."""
 
 
 @dataclass(frozen=True)
@@ -310,6 +368,10 @@ class RemoteSkillDiscoverer:
         timeout: seconds allowed for each whole request (connect, send, read the answer).
         ssl_context: for ``https``, the context to verify the server with (default: the
             system's trusted certificates).
+        pins: ``{name: "sha256:<64 hex>"}``: skills discovered, loaded and fetched at that
+            version only.
+        lock: a lock file (``{"lockfile_version": 1, "skills": {name: {"source", "version"}}}``),
+            read now: its entries for this ``base_url`` pin their skills (``pins`` wins a name).
     """
 
     def __init__(
@@ -319,6 +381,8 @@ class RemoteSkillDiscoverer:
         token: str | None = None,
         timeout: float = 10.0,
         ssl_context: ssl.SSLContext | None = None,
+        pins: Mapping[str, str] | None = None,
+        lock: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(base_url, str):
             raise TypeError("base_url must be a str")
@@ -353,10 +417,22 @@ class RemoteSkillDiscoverer:
         self._catalog: _Catalog | None = None
         self._idle: http.client.HTTPConnection | None = None
         self._idle_lock = threading.Lock()
+        effective = _read_lock(lock, base_url) if lock is not None else {}
+        effective.update(_check_pins(pins))
+        self._pins: Mapping[str, str] = dict(sorted(effective.items()))
+        # name -> (descriptor at the pinned version, its etag); fetched once, immutable.
+        self._pinned: dict[str, tuple[Skill, str]] = {}
+        # name -> the pinned version's listing, checked against the version.
+        self._pinned_listings: dict[str, FileListing] = {}
 
     def __repr__(self) -> str:
         token = "<redacted>" if self._token is not None else None
         return f"RemoteSkillDiscoverer({self.base_url!r}, token={token}, timeout={self.timeout!r})"
+
+    @property
+    def pins(self) -> Mapping[str, str]:
+        """The pinned skills and their versions (``pins`` over the lock's), by name."""
+        return dict(self._pins)
 
     @property
     def diagnostics(self) -> tuple[str, ...]:
@@ -370,7 +446,8 @@ class RemoteSkillDiscoverer:
         return self._catalog.error if self._catalog is not None else None
 
     async def discover(self) -> Sequence[Skill]:
-        """The server's current catalog, in name order; a 304 answer reuses the cached one."""
+        """The server's current catalog, in name order, with each pinned skill's descriptor at its
+        version in place of (or beside) the current one; a 304 answer reuses the cached one."""
         cached = self._catalog
         headers = {"Accept": "application/json", "Accept-Encoding": "gzip"}
         if cached is not None and cached.etag is not None:
@@ -381,12 +458,24 @@ class RemoteSkillDiscoverer:
         if response.status != 200:
             raise _error(response)
         catalog = _parse_catalog(response)
+        if self._pins:
+            for name, version in self._pins.items():
+                if name not in self._pinned:
+                    self._pinned[name] = await self._pinned_descriptor(name, version)
+            entries = {**catalog.entries, **self._pinned}
+            entries = dict(sorted(entries.items()))
+            skills = tuple(skill for skill, _ in entries.values())
+            catalog = _Catalog(catalog.etag, skills, entries, catalog.diagnostics, catalog.error)
         self._catalog = catalog
         return catalog.skills
 
     async def load(self, skill: Skill) -> str:
-        """The full current ``SKILL.md`` of ``skill``, which must be a current descriptor."""
+        """The full current ``SKILL.md`` of ``skill``, which must be a current descriptor; of a
+        pinned skill, its ``SKILL.md`` at the pinned version, checked against it."""
         expected = self._current_etag(skill)
+        version = self._pins.get(skill.name)
+        if version is not None:
+            return await self._load_pinned(skill.name, version)
         path = "skills/" + urllib.parse.quote(skill.name, safe="") + "/content"
         headers = {"Accept": "text/markdown", "If-Match": expected}
         response = await self._request(path, headers, _MAX_CONTENT_BYTES)
@@ -402,8 +491,12 @@ class RemoteSkillDiscoverer:
             raise SkillcatError(f"skillcat sent skill {skill.name!r} content that is not UTF-8") from error
 
     async def list_files(self, skill: Skill) -> FileListing:
-        """The files of ``skill`` (a current descriptor), exactly the version discovered."""
+        """The files of ``skill`` (a current descriptor), exactly the version discovered (of a
+        pinned skill, its pinned version: the listing's lines must hash to it)."""
         expected = self._current_etag(skill)
+        version = self._pins.get(skill.name)
+        if version is not None:
+            return await self._pinned_listing(skill.name, version)
         path = "skills/" + urllib.parse.quote(skill.name, safe="") + "/files"
         headers = {"Accept": "application/json", "If-Match": expected}
         try:
@@ -417,12 +510,91 @@ class RemoteSkillDiscoverer:
             raise _error(response)
         return _parse_listing(response.body, skill.name, expected)
 
+    async def _pinned_descriptor(self, name: str, version: str) -> tuple[Skill, str]:
+        """``GET /skills/{name}?version=V``: the skill's descriptor at ``version``, and its etag."""
+        response = await self._pinned_request(name, version, "", "application/json", _MAX_DESCRIPTOR_BYTES)
+        try:
+            data = json.loads(response.body.decode("utf-8"))
+        except ValueError as error:
+            raise SkillcatError(f"skillcat sent a descriptor of {name!r} that is not UTF-8 JSON") from error
+        if not isinstance(data, dict):
+            raise SkillcatError(f"skillcat sent a descriptor of {name!r} that is not an object")
+        if data.get("name") != name or data.get("version") != version:
+            sent = f"{data.get('name')!r} at version {data.get('version')}"
+            raise _not_the_version(name, version, f"the server sent the descriptor of {sent}")
+        skill = Skill(
+            _text(data.get("name"), "name"),
+            _text(data.get("description"), "description"),
+            _text(data.get("location"), "location"),
+        )
+        etag = data.get("etag")
+        return skill, etag if isinstance(etag, str) else f'"{version}"'
+
+    async def _pinned_listing(self, name: str, version: str) -> FileListing:
+        """The files of ``name`` at ``version`` (``GET /skills/{name}/files?version=V``), whose lines
+        ``<mode> <sha256 hex> <path>`` hash to ``version``; kept once checked."""
+        listing = self._pinned_listings.get(name)
+        if listing is not None:
+            return listing
+        try:
+            response = await self._pinned_request(name, version, "/files", "application/json", _MAX_LISTING_BYTES)
+        except _TooLarge as error:
+            too_large = f"skillcat sent a file listing of {name!r} over {_MAX_LISTING_BYTES} bytes"
+            raise SkillcatError(too_large) from error
+        listing = _parse_listing(response.body, name, None, version)
+        computed = listing_version(listing.files)
+        if computed != version:
+            raise _not_the_version(name, version, f"the files the server listed are version {computed}")
+        if not any(file.path == _SKILL_FILE for file in listing.files):
+            raise _not_the_version(name, version, "the server listed no SKILL.md")
+        self._pinned_listings[name] = listing
+        return listing
+
+    async def _load_pinned(self, name: str, version: str) -> str:
+        """``SKILL.md`` of ``name`` at ``version``: the bytes must be the checked listing's."""
+        listing = await self._pinned_listing(name, version)
+        entry = next(file for file in listing.files if file.path == _SKILL_FILE)
+        limit = min(entry.size, _MAX_CONTENT_BYTES)
+        try:
+            response = await self._pinned_request(name, version, "/content", "text/markdown", limit)
+        except _TooLarge as error:
+            longer = f"its SKILL.md is longer than the {entry.size} bytes listed"
+            raise _not_the_version(name, version, longer) from error
+        digest = "sha256:" + hashlib.sha256(response.body).hexdigest()
+        if len(response.body) != entry.size or digest != entry.digest:
+            raise _not_the_version(name, version, f"its SKILL.md hashes to {digest}, not the listed {entry.digest}")
+        try:
+            return response.body.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise SkillcatError(f"skillcat sent skill {name!r} content that is not UTF-8") from error
+
+    async def _pinned_request(self, name: str, version: str, route: str, accept: str, limit: int) -> _Response:
+        """``GET /skills/{name}{route}?version=V``: a 200; ``PinnedVersionError`` where the server
+        has no such version of the skill (404); or the error answered."""
+        path = f"skills/{urllib.parse.quote(name, safe='')}{route}?version={urllib.parse.quote(version, safe=':')}"
+        # An error's problem may be longer than a small file: read up to that much, then apply
+        # ``limit`` to what the answer is, a 200.
+        response = await self._request(path, {"Accept": accept}, max(limit, _MAX_PROBLEM_BYTES))
+        if response.status == 200 and len(response.body) > limit:
+            raise _TooLarge(f"skillcat's answer for {path} exceeds {limit} bytes")
+        if response.status == 404:
+            kind, detail = _problem(response)
+            why = f"skillcat at {self.base_url} does not have it ({kind or 'not found'}"
+            why += f": {detail})" if detail else ")"
+            raise _not_the_version(name, version, why)
+        if response.status != 200:
+            raise _error(response)
+        return response
+
     async def read_file(self, skill: Skill, file: RemoteFile) -> bytes:
         """The bytes of ``file`` of ``skill``, if their size and SHA-256 are the listed ones."""
         if not isinstance(file, RemoteFile):
             raise TypeError("file must be a RemoteFile of a listing")
         _file_path(file.path, skill.name)
         segments = [urllib.parse.quote(segment, safe="") for segment in file.path.split("/")]
+        version = self._pins.get(skill.name)
+        if version is not None:
+            return await self._read_pinned(skill.name, version, "/files/" + "/".join(segments), file)
         path = "skills/" + urllib.parse.quote(skill.name, safe="") + "/files/" + "/".join(segments)
         try:
             response = await self._request(path, {"If-Match": f'"{file.digest}"'}, file.size)
@@ -444,6 +616,25 @@ class RemoteSkillDiscoverer:
             )
         return data
 
+    async def _read_pinned(self, name: str, version: str, route: str, file: RemoteFile) -> bytes:
+        """``file`` of ``name`` at ``version``: its bytes only if they are the listed ones."""
+
+        def corrupt(what: str) -> _PinnedCorruptFile:
+            message = f"file {file.path!r} of skill {name!r} at pinned version {version} {what}"
+            return _PinnedCorruptFile(message, name=name, version=version)
+
+        try:
+            response = await self._pinned_request(name, version, route, "*/*", file.size)
+        except _TooLarge as error:
+            raise corrupt("is longer than listed") from error
+        data = response.body
+        if len(data) != file.size:
+            raise corrupt(f"is {len(data)} bytes, not the {file.size} listed")
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if digest != file.digest:
+            raise corrupt(f"hashes to {digest}, not {file.digest}")
+        return data
+
     async def download(self, skill: Skill, target_dir: str | os.PathLike[str], replace: bool = False) -> Downloaded:
         """Downloads the folder of ``skill`` (a current descriptor) as ``target_dir``, all or nothing."""
         target = os.fspath(target_dir)
@@ -454,7 +645,9 @@ class RemoteSkillDiscoverer:
             raise SkillcatError(f"skillcat sent a file listing of {skill.name!r} without SKILL.md")
         contents = [(file, await self.read_file(skill, file)) for file in listing.files]
         replaced, leftover = await asyncio.to_thread(_install, target, contents, replace)
-        return Downloaded(target, listing.name, listing.etag, len(listing.files), listing.size, replaced, leftover)
+        return Downloaded(
+            target, listing.name, listing.etag, len(listing.files), listing.size, replaced, leftover, listing.version
+        )
 
     async def search(self, query: str, limit: int | None = None) -> SearchResults:
         """The skills that best match ``query`` (``GET /search``), at most ``limit`` (1 to 100;
@@ -749,18 +942,27 @@ def _file_path(value: object, name: str) -> str:
     return value
 
 
-def _parse_listing(body: bytes, name: str, etag: str) -> FileListing:
-    """A ``GET /skills/{name}/files`` body for version ``etag`` of ``name``, checked whole."""
+def _parse_listing(body: bytes, name: str, etag: str | None, version: str | None = None) -> FileListing:
+    """A ``GET /skills/{name}/files`` body for the tag ``etag`` of ``name`` (or, pinned, for the
+    version ``version``, whatever its tag), checked whole."""
     try:
         data = json.loads(body.decode("utf-8"))
     except ValueError as error:
         raise _unsafe(name, "is not UTF-8 JSON") from error
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise _unsafe(name, "has no files list")
+    if version is not None:
+        if data.get("name") != name or data.get("version") != version:
+            sent = f"{data.get('name')!r} at version {data.get('version')}"
+            raise _not_the_version(name, version, f"the server sent the file listing of {sent}")
+        etag = _text(data.get("etag"), "etag")
     if data.get("name") != name:
         raise _unsafe(name, f"names another skill, {data.get('name')!r}")
     if data.get("etag") != etag:
         raise _unsafe(name, f"is of another version ({data.get('etag')!r}, not {etag!r})")
+    listed = data.get("version")
+    if version is None and isinstance(listed, str) and _DIGEST.fullmatch(listed):
+        version = listed
     if len(data["files"]) > _MAX_SKILL_FILES:
         raise _unsafe(name, f"has {len(data['files'])} files, more than {_MAX_SKILL_FILES}")
     files: dict[str, RemoteFile] = {}
@@ -797,7 +999,65 @@ def _parse_listing(body: bytes, name: str, etag: str) -> FileListing:
         if isinstance(item, dict) and isinstance(item.get("path"), str) and isinstance(item.get("reason"), str)
     )
     ordered = tuple(files[path] for path in sorted(files))
-    return FileListing(name, etag, ordered, skipped)
+    return FileListing(name, etag, ordered, skipped, version)
+
+
+def listing_version(files: Sequence[RemoteFile]) -> str:
+    """The version of a skill made of ``files``: ``sha256:<hex>`` of one line
+    ``<mode> <sha256 hex> <path>\\n`` per file (mode ``755`` when executable, else ``644``) in
+    code-point order of the paths, as the server computes it."""
+    lines = hashlib.sha256()
+    for file in sorted(files, key=lambda file: file.path):
+        mode = "755" if file.executable else "644"
+        lines.update(f"{mode} {file.digest.removeprefix('sha256:')} {file.path}\n".encode())
+    return "sha256:" + lines.hexdigest()
+
+
+def _not_the_version(name: str, version: str, why: str) -> PinnedVersionError:
+    return PinnedVersionError(f"Skill {name!r} at pinned version {version}: {why}", name=name, version=version)
+
+
+def _check_pins(pins: Mapping[str, str] | None) -> dict[str, str]:
+    if pins is None:
+        return {}
+    if not isinstance(pins, Mapping):
+        raise TypeError("pins must be a mapping of skill names to versions")
+    checked = {}
+    for name, version in pins.items():
+        if not isinstance(name, str) or not _SKILL_NAME.fullmatch(name):
+            raise ValueError(f"pins: {name!r} is not a skill name")
+        if not isinstance(version, str) or not _DIGEST.fullmatch(version):
+            digest = "'sha256:' and 64 lowercase hex digits"
+            raise ValueError(f"pins: the version of {name!r} must be {digest}, not {version!r}")
+        checked[name] = version
+    return checked
+
+
+def _read_lock(path: str | os.PathLike[str], base_url: str) -> dict[str, str]:
+    """The pins of a lock file (``{"lockfile_version": 1, "skills": {name: {"source", "version"}}}``)
+    for the server ``base_url``: entries of other sources are left out."""
+    with open(path, "rb") as stream:
+        data = stream.read(_MAX_LOCK_BYTES + 1)
+    if len(data) > _MAX_LOCK_BYTES:
+        raise ValueError(f"lock file {os.fspath(path)!r} is over {_MAX_LOCK_BYTES} bytes")
+    try:
+        lock = json.loads(data.decode("utf-8"))
+    except ValueError as error:
+        raise ValueError(f"lock file {os.fspath(path)!r} is not UTF-8 JSON: {error}") from error
+    if not isinstance(lock, dict) or lock.get("lockfile_version") != 1 or not isinstance(lock.get("skills"), dict):
+        raise ValueError(f"lock file {os.fspath(path)!r} is not a lockfile_version 1 object with skills")
+    source = base_url.rstrip("/")
+    pins = {}
+    for name, entry in lock["skills"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("source"), str):
+            raise ValueError(f"lock file {os.fspath(path)!r}: the entry of {name!r} has no source")
+        if entry["source"].rstrip("/") != source:
+            continue
+        pins[name] = entry.get("version")
+    try:
+        return _check_pins(pins)
+    except ValueError as error:
+        raise ValueError(f"lock file {os.fspath(path)!r}: {error}") from None
 
 
 # Writing a download. Everything is opened relative to an open folder, without following
