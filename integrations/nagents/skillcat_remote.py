@@ -66,6 +66,7 @@ and ``/files`` give it), by name, or through a lock file as ``skillcat download 
 * A version the server no longer has (404 ``version-not-found``), or an answer that is not that
   version, raises ``PinnedVersionError`` (a ``ValueError``) naming the skill and the version; a
   pinned skill is never served at another version instead.
+* ``listing_version(listing.files)`` computes a version from a listing, as the server does.
 
 Errors:
 
