@@ -1047,18 +1047,19 @@ def _read_lock(path: str | os.PathLike[str], base_url: str) -> dict[str, str]:
         raise ValueError(f"lock file {os.fspath(path)!r} is not UTF-8 JSON: {error}") from error
     if not isinstance(lock, dict) or lock.get("lockfile_version") != 1 or not isinstance(lock.get("skills"), dict):
         raise ValueError(f"lock file {os.fspath(path)!r} is not a lockfile_version 1 object with skills")
-    source = base_url.rstrip("/")
+    source = base_url.strip().rstrip("/")
     pins = {}
     for name, entry in lock["skills"].items():
         if not isinstance(entry, dict) or not isinstance(entry.get("source"), str):
             raise ValueError(f"lock file {os.fspath(path)!r}: the entry of {name!r} has no source")
-        if entry["source"].rstrip("/") != source:
-            continue
-        pins[name] = entry.get("version")
-    try:
-        return _check_pins(pins)
-    except ValueError as error:
-        raise ValueError(f"lock file {os.fspath(path)!r}: {error}") from None
+        try:
+            # Every entry is checked, this server's or not: a lock with a broken entry is broken.
+            (version,) = _check_pins({name: entry.get("version")}).values()
+        except ValueError as error:
+            raise ValueError(f"lock file {os.fspath(path)!r}: {error}") from None
+        if entry["source"].strip().rstrip("/") == source:
+            pins[name] = version
+    return pins
 
 
 # Writing a download. Everything is opened relative to an open folder, without following

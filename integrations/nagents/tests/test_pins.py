@@ -205,6 +205,9 @@ def test_a_lock_file_pins_the_skills_of_its_source(serve, tree, tmp_path):
         json.dumps({"lockfile_version": 1, "skills": {"toolbox": {"version": current}}}),
         json.dumps({"lockfile_version": 1, "skills": {"toolbox": {"source": server.url, "version": "v1"}}}),
         json.dumps({"lockfile_version": 1, "skills": {"toolbox": {"source": server.url}}}),
+        # Another server's entry, but not one of a lock.
+        json.dumps({"lockfile_version": 1, "skills": {"toolbox": {"source": "http://other", "version": "v1"}}}),
+        json.dumps({"lockfile_version": 1, "skills": {"bad name!": {"source": "http://other", "version": WRONG}}}),
     ):
         bad.write_text(text)
         with pytest.raises(ValueError, match="bad-lock.json"):
