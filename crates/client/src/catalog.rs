@@ -2,7 +2,7 @@
 
 use reqwest::header::HeaderValue;
 use serde::Deserialize;
-use skillcat_core::{Discovery, Skill, SkillName, skill_catalog};
+use skillcat_core::{Digest, Discovery, Skill, SkillName, skill_catalog};
 
 use crate::error::ClientError;
 
@@ -42,6 +42,9 @@ pub struct RemoteSkill {
     pub skill: Skill,
     pub source: String,
     pub etag: String,
+    /// The digest of the skill's folder (its version), when the server names one: servers
+    /// before versions do not, nor for a skill whose files are not served.
+    pub version: Option<Digest>,
 }
 
 /// A descriptor hidden on the server by an earlier source's skill of the same name.
@@ -80,6 +83,8 @@ struct WireSkill {
     location: String,
     source: String,
     etag: String,
+    #[serde(default)]
+    version: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -114,11 +119,14 @@ impl RemoteCatalog {
         };
         let mut entries = Vec::with_capacity(wire.skills.len());
         for skill in wire.skills {
-            let WireSkill { name, description, location, source, etag } = skill;
+            let WireSkill { name, description, location, source, etag, version } = skill;
             let descriptor = Skill::new(&name, description, location)
                 .map_err(|error| invalid(format!("skill {name:?}: {error}")))?;
             tag(&etag)?;
-            entries.push(RemoteSkill { skill: descriptor, source, etag });
+            let version = version
+                .map(|text| Digest::parse(&text).map_err(|_| invalid(format!("skill {name:?}: bad version {text:?}"))))
+                .transpose()?;
+            entries.push(RemoteSkill { skill: descriptor, source, etag, version });
         }
         // Distinct names in name order, as every source's catalog.
         let order = skill_catalog(entries.iter().map(|entry| entry.skill.clone())).map_err(invalid)?;

@@ -2,7 +2,9 @@
 //! builder and the settings it makes. Nothing here depends on the discoverer, so every other part
 //! of the client can use these types.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -10,6 +12,7 @@ use reqwest::header::HeaderValue;
 use skillcat_core::SkillName;
 
 use crate::error::ClientError;
+use crate::lock::Lock;
 
 /// A bearer token for `Authorization: Bearer <token>`. Its `Debug` output is redacted, it has no
 /// `Display`, and the header value it makes is marked sensitive (so HTTP libraries leave it out
@@ -119,6 +122,8 @@ pub struct Builder {
     retry: RetryPolicy,
     watch: bool,
     watch_idle_timeout: Duration,
+    pins: Vec<(SkillName, String)>,
+    lock_file: Option<PathBuf>,
 }
 
 impl Builder {
@@ -132,7 +137,32 @@ impl Builder {
             retry: RetryPolicy::default(),
             watch: false,
             watch_idle_timeout: Duration::from_secs(45),
+            pins: Vec::new(),
+            lock_file: None,
         }
+    }
+
+    /// Pins the skill `name` to `version`: a version digest (`sha256:<64 hex>`), a commit id
+    /// (7 to 40 hex digits) or a tag, as the server resolves them. A pinned skill is discovered
+    /// with its descriptor at that version (also when the current catalog no longer has it),
+    /// and its content, files and downloads are of that version, checked against the version's
+    /// digest: the files' recomputed version must be the one the server resolved (and `version`
+    /// itself when it is a digest), `SKILL.md` must be the listed bytes. A version the server
+    /// does not have is [`ClientError::VersionNotFound`], from discovery on: never the current
+    /// version instead. Pinning a name again replaces its pin; a pin wins over the
+    /// [`lock_file`](Self::lock_file)'s entry for the name.
+    pub fn pin(mut self, name: SkillName, version: impl Into<String>) -> Self {
+        self.pins.push((name, version.into()));
+        self
+    }
+
+    /// Pins every skill of the lock file at `path` (as `skillcat download --lock` writes it)
+    /// whose `source` is this discoverer's base URL, as [`pin`](Self::pin) does; entries of
+    /// other servers are ignored. The file is read by [`build`](Self::build); an unreadable
+    /// or invalid one is [`ClientError::Lock`].
+    pub fn lock_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.lock_file = Some(path.into());
+        self
     }
 
     /// Sends `Authorization: Bearer <token>` with every request.
@@ -198,8 +228,22 @@ impl Builder {
                 .build()
                 .map_err(|error| ClientError::Config(format!("cannot make an HTTP client: {error}")))?,
         };
+        let mut pins = BTreeMap::new();
+        if let Some(path) = &self.lock_file {
+            let lock = Lock::read(path)?;
+            for (name, locked) in lock.skills() {
+                if base_url(&locked.source).is_ok_and(|source| source == base) {
+                    pins.insert(name.clone(), locked.version.to_string());
+                }
+            }
+        }
+        for (name, version) in self.pins {
+            check_version(&name, &version)?;
+            pins.insert(name, version);
+        }
         Ok(Settings {
             endpoints: Endpoints::new(&base)?,
+            pins,
             base,
             client,
             token: self.token,
@@ -208,6 +252,22 @@ impl Builder {
             watch: self.watch,
             watch_idle_timeout: self.watch_idle_timeout,
         })
+    }
+}
+
+/// A version a pin may name: what a server can resolve (a digest, hex digits, a tag), never
+/// empty, blank or with control characters; one that claims to be a digest must be one.
+fn check_version(name: &SkillName, version: &str) -> Result<(), ClientError> {
+    let usable = !version.is_empty()
+        && version.len() <= 256
+        && version.chars().all(|c| !c.is_control() && !c.is_whitespace())
+        && (!version.starts_with("sha256:") || skillcat_core::Digest::parse(version).is_ok());
+    if usable {
+        Ok(())
+    } else {
+        Err(ClientError::Config(format!(
+            "the pin of '{name}', {version:?}, is not a version (a sha256: digest, a commit id or a tag)"
+        )))
     }
 }
 
@@ -260,6 +320,8 @@ fn encode_segment(segment: &str, out: &mut String) {
 #[derive(Debug)]
 pub(crate) struct Settings {
     pub base: Url,
+    /// The pinned skills and the version each is pinned to, as given.
+    pub pins: BTreeMap<SkillName, String>,
     pub endpoints: Endpoints,
     pub client: reqwest::Client,
     pub token: Option<BearerToken>,

@@ -7,12 +7,13 @@ use async_trait::async_trait;
 use reqwest::header::{ACCEPT, IF_MATCH};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
-use skillcat_core::{Discovery, Skill, SkillDiscoverer, SkillError, SkillLoadResult, TokenLimit};
+use skillcat_core::{Discovery, Skill, SkillDiscoverer, SkillError, SkillLoadResult, TokenLimit, budget_skill_content};
 use tokio::task::JoinHandle;
 
 use crate::catalog::RemoteCatalog;
 use crate::config::Builder;
 use crate::error::ClientError;
+use crate::pinned::PinnedSkills;
 use crate::shared::{Shared, lock};
 use crate::{retry, watch};
 
@@ -35,6 +36,14 @@ use crate::{retry, watch};
 ///   retry"); a descriptor not from the last discovery is [`SkillError::NotInCatalog`].
 /// - [`scan`](SkillDiscoverer::scan) reports each server-side diagnostic's message alone, as a
 ///   composite of local sources does; [`catalog`](Self::catalog) has the source of each.
+/// - A [pinned](Builder::pin) skill is discovered with its descriptor at its pinned version
+///   (in place of the catalog's, or beside the catalog's skills when the current catalog no
+///   longer has it) and read at that version: `?version=V` on every read, the files' version
+///   recomputed and checked against the version's digest, `SKILL.md` checked against its
+///   listed digest, and budgeted loads cut here from that checked content. A version the server
+///   no longer has is [`ClientError::VersionNotFound`] naming the skill and version; the
+///   current version is never read instead. [`catalog`](Self::catalog) stays the server's
+///   current catalog, unpinned.
 ///
 /// Every request is idempotent and retried under the [`RetryPolicy`](crate::RetryPolicy),
 /// `POST /skills/{name}/load` included: it is read-only on the server (a budgeted read that
@@ -45,6 +54,8 @@ use crate::{retry, watch};
 /// anything else to [`SkillError::Source`] holding the [`ClientError`]).
 pub struct RemoteSkillDiscoverer {
     pub(crate) shared: Arc<Shared>,
+    /// The pinned skills resolved so far.
+    pub(crate) pinned: PinnedSkills,
     /// The watch task, started at the first discovery; aborted on drop.
     watch: Mutex<Option<JoinHandle<()>>>,
 }
@@ -95,8 +106,29 @@ impl RemoteSkillDiscoverer {
         self.shared.settings.watch && self.shared.vouched().is_some()
     }
 
-    /// The whole `SKILL.md` of `skill`, exactly the version the last discovery listed.
+    /// The skills as [`discover`](SkillDiscoverer::discover) gives them: the current catalog's
+    /// with each [pinned](Builder::pin) skill's descriptor at its version in place of (or
+    /// beside) the catalog's, in name order; with the catalog they come from.
+    pub async fn discover_pinned(&self) -> Result<(Arc<RemoteCatalog>, Vec<Skill>), ClientError> {
+        let catalog = self.catalog().await?;
+        let pins = &self.shared.settings.pins;
+        if pins.is_empty() {
+            let skills = catalog.skills().to_vec();
+            return Ok((catalog, skills));
+        }
+        let mut skills: Vec<Skill> =
+            catalog.skills().iter().filter(|skill| !pins.contains_key(skill.name())).cloned().collect();
+        skills.extend(self.pinned_skills().await?);
+        skills.sort_by(|a, b| a.name().cmp(b.name()));
+        Ok((catalog, skills))
+    }
+
+    /// The whole `SKILL.md` of `skill`, exactly the version the last discovery listed (or, for
+    /// a pinned skill, its pinned version, checked against the version's listing).
     pub async fn content(&self, skill: &Skill) -> Result<String, ClientError> {
+        if let Some(pinned) = self.pinned_for(skill).await? {
+            return self.pinned_content(&pinned).await;
+        }
         let tag = self.shared.current_tag(skill)?;
         let settings = &self.shared.settings;
         let url = settings.url(&format!("skills/{}/content", skill.name()));
@@ -112,7 +144,13 @@ impl RemoteSkillDiscoverer {
 
     /// The content of `skill` within `limit` estimated tokens, cut by the server as nagents'
     /// `budget_skill_content` cuts it (`POST /skills/{name}/load`, guarded like [`content`](Self::content)).
+    /// A pinned skill's is cut here, by the same function, from its checked
+    /// [`content`](Self::content).
     pub async fn load_budgeted(&self, skill: &Skill, limit: TokenLimit) -> Result<SkillLoadResult, ClientError> {
+        if let Some(pinned) = self.pinned_for(skill).await? {
+            let content = self.pinned_content(&pinned).await?;
+            return Ok(budget_skill_content(&pinned.skill, &content, limit));
+        }
         let tag = self.shared.current_tag(skill)?;
         let settings = &self.shared.settings;
         let url = settings.url(&format!("skills/{}/load", skill.name()));
@@ -153,7 +191,7 @@ impl Builder {
     /// discoverer. Makes no request.
     pub fn build(self) -> Result<RemoteSkillDiscoverer, ClientError> {
         let shared = Shared::new(self.into_settings()?);
-        Ok(RemoteSkillDiscoverer { shared: Arc::new(shared), watch: Mutex::default() })
+        Ok(RemoteSkillDiscoverer { shared: Arc::new(shared), pinned: PinnedSkills::default(), watch: Mutex::default() })
     }
 }
 
@@ -174,6 +212,7 @@ impl fmt::Debug for RemoteSkillDiscoverer {
             .field("retry", &settings.retry)
             .field("request_timeout", &settings.request_timeout)
             .field("watch", &settings.watch)
+            .field("pins", &settings.pins)
             .field("live", &self.is_live())
             .field("catalog", &self.cached().map(|catalog| catalog.etag().to_owned()))
             .finish_non_exhaustive()
@@ -183,11 +222,14 @@ impl fmt::Debug for RemoteSkillDiscoverer {
 #[async_trait]
 impl SkillDiscoverer for RemoteSkillDiscoverer {
     async fn discover(&self) -> Result<Vec<Skill>, SkillError> {
-        Ok(self.catalog().await?.skills().to_vec())
+        Ok(self.discover_pinned().await?.1)
     }
 
     async fn scan(&self) -> Result<Discovery, SkillError> {
-        Ok(self.catalog().await?.discovery())
+        let (catalog, skills) = self.discover_pinned().await?;
+        let mut discovery = catalog.discovery();
+        discovery.skills = skills;
+        Ok(discovery)
     }
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {

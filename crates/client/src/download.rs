@@ -27,8 +27,13 @@ pub struct Downloaded {
     /// The folder written (the target as given).
     pub path: PathBuf,
     pub name: SkillName,
-    /// The skill's tag: the version downloaded.
+    /// The skill's tag, as the catalog lists it (for a pinned skill, as its pinned listing
+    /// names it).
     pub etag: String,
+    /// The version downloaded: the digest of its files, recomputed from the listing they were
+    /// checked against (what [`installed_version`](crate::installed_version) gives for the
+    /// folder written).
+    pub version: Digest,
     pub files: usize,
     pub bytes: u64,
     /// An existing folder was replaced.
@@ -49,7 +54,13 @@ impl RemoteSkillDiscoverer {
     /// partly used. A skill over a bound of what servers serve is
     /// [`FilesUnavailable`](ClientError::FilesUnavailable); a stale descriptor is
     /// [`Stale`](ClientError::Stale) as for loads.
+    ///
+    /// A pinned skill's files are its pinned version's (`?version=V`), listed once and checked:
+    /// they must make that version.
     pub async fn files(&self, skill: &Skill) -> Result<RemoteFileListing, ClientError> {
+        if let Some(pinned) = self.pinned_for(skill).await? {
+            return Ok(self.pinned_listing(&pinned).await?.clone());
+        }
         let tag = self.shared.current_tag(skill)?;
         let settings = &self.shared.settings;
         let url = settings.skill_url(skill.name(), ["files"]);
@@ -69,21 +80,35 @@ impl RemoteSkillDiscoverer {
             ClientError::InvalidResponse(format!("the file listing of '{}' is too large", skill.name()))
         })?;
         let etag = tag.to_str().map_err(|_| ClientError::InvalidResponse("bad skill tag".into()))?;
-        RemoteFileListing::parse(&body, skill.name(), etag)
+        RemoteFileListing::parse(&body, skill.name(), Some(etag))
     }
 
     /// The bytes of `file` of `skill` (`GET /skills/{name}/files/{path}` with `If-Match` naming
     /// the file's digest), checked against the listing: a body of another size or SHA-256 is
     /// [`Corrupt`](ClientError::Corrupt) and its bytes are dropped. A file that changed or
     /// vanished on the server (412, 409, 404) is [`Stale`](ClientError::Stale): list again.
+    /// A pinned skill's file is read at its pinned version (`?version=V`); a 404 is then
+    /// [`VersionNotFound`](ClientError::VersionNotFound).
     pub async fn read_file(&self, skill: &Skill, file: &RemoteFile) -> Result<Vec<u8>, ClientError> {
         let settings = &self.shared.settings;
-        let url = settings.skill_url(skill.name(), std::iter::once("files").chain(file.path.segments()));
+        let segments = std::iter::once("files").chain(file.path.segments());
+        let pinned = self.pinned_for(skill).await?;
+        let url = match &pinned {
+            Some(pinned) => self.pinned_url(pinned, segments),
+            None => settings.skill_url(skill.name(), segments),
+        };
         let tag = HeaderValue::from_str(&format!("\"{}\"", file.digest)).expect("a digest is a valid header value");
-        let response =
-            retry::send(settings, || settings.request(Method::GET, url.clone()).header(IF_MATCH, tag.clone())).await?;
+        let response = retry::send(settings, || {
+            let request = settings.request(Method::GET, url.clone());
+            // A pinned file never changes: its digest is checked below, not asked of the server.
+            if pinned.is_some() { request } else { request.header(IF_MATCH, tag.clone()) }
+        })
+        .await?;
         if response.status() != StatusCode::OK {
-            return Err(ClientError::from_response(response, Some(skill.name())).await);
+            return Err(match &pinned {
+                Some(pinned) => ClientError::from_pinned_response(response, skill.name(), &pinned.pin).await,
+                None => ClientError::from_response(response, Some(skill.name())).await,
+            });
         }
         let corrupt =
             |reason: String| ClientError::Corrupt { name: skill.name().clone(), path: file.path.clone(), reason };
@@ -100,7 +125,8 @@ impl RemoteSkillDiscoverer {
         Ok(bytes)
     }
 
-    /// Downloads the folder of `skill` (the version the last discovery listed) into `target`,
+    /// Downloads the folder of `skill` (the version the last discovery listed, or its pinned
+    /// version) into `target`,
     /// all or nothing: every file is fetched and verified against the listing first, then
     /// written into a hidden staging folder beside `target` (files 0644, or 0755 when
     /// executable; folders 0755), synced, and renamed onto `target` in one step. An existing
@@ -138,6 +164,7 @@ impl RemoteSkillDiscoverer {
             path: target,
             name: listing.name().clone(),
             etag: listing.etag().to_owned(),
+            version: listing.version(),
             files: listing.files().len(),
             bytes: listing.total_size(),
             replaced: installed.replaced,

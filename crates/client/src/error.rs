@@ -134,6 +134,18 @@ pub enum ClientError {
     /// way, or a server or proxy that does not keep its word. The bytes are never returned.
     #[error("file '{path}' of skill '{name}' does not match its listing: {reason}")]
     Corrupt { name: SkillName, path: SkillFilePath, reason: String },
+    /// A pinned skill's version is not on the server (404 to a pinned read): never one the
+    /// server has was used instead. Servers keep a skill's versions as far as their history
+    /// goes; a folder source has its current version only.
+    #[error("skill '{name}' at version '{version}' is not on the server: {problem}")]
+    VersionNotFound { name: SkillName, version: String, problem: Problem },
+    /// What the server answered for a pinned skill is not the version pinned: its files make
+    /// another version, or a file is not what the pinned listing says.
+    #[error("skill '{name}' at version '{version}' does not match it: {reason}")]
+    VersionMismatch { name: SkillName, version: String, reason: String },
+    /// The lock file given to the builder could not be read.
+    #[error(transparent)]
+    Lock(#[from] crate::lock::LockError),
     /// The target of a download exists: a folder is replaced only when asked, and anything else
     /// (a file, a symlink) never.
     #[error("{}", target_exists(path, *folder))]
@@ -178,6 +190,20 @@ impl ClientError {
         }
     }
 
+    /// Maps an answer that is not a success to a pinned read of `name` at `version`: a 404 is
+    /// [`VersionNotFound`](ClientError::VersionNotFound), whatever else is missing.
+    pub(crate) async fn from_pinned_response(
+        response: reqwest::Response,
+        name: &SkillName,
+        version: &str,
+    ) -> ClientError {
+        if response.status() == StatusCode::NOT_FOUND {
+            let problem = Problem::read(response).await;
+            return ClientError::VersionNotFound { name: name.clone(), version: version.to_owned(), problem };
+        }
+        ClientError::from_response(response, None).await
+    }
+
     /// The HTTP status the server answered, if it answered.
     pub fn status(&self) -> Option<StatusCode> {
         self.problem().and_then(|problem| StatusCode::from_u16(problem.status).ok())
@@ -187,6 +213,7 @@ impl ClientError {
     pub fn problem(&self) -> Option<&Problem> {
         match self {
             ClientError::Stale { problem, .. }
+            | ClientError::VersionNotFound { problem, .. }
             | ClientError::Unauthorized(problem)
             | ClientError::RateLimited(problem)
             | ClientError::Unavailable(problem)

@@ -4,7 +4,9 @@
 use std::collections::HashSet;
 
 use serde::Deserialize;
-use skillcat_core::{Digest, MAX_SKILL_BYTES, MAX_SKILL_DEPTH, MAX_SKILL_FILES, SkillFilePath, SkillName};
+use skillcat_core::{
+    Digest, FileListing, MAX_SKILL_BYTES, MAX_SKILL_DEPTH, MAX_SKILL_FILES, SkillFile, SkillFilePath, SkillName,
+};
 
 use crate::error::ClientError;
 
@@ -41,6 +43,10 @@ pub struct SkippedFile {
 pub struct RemoteFileListing {
     name: SkillName,
     etag: String,
+    /// The version the listing names itself (servers before versions name none).
+    listed_version: Option<Digest>,
+    /// The version these files make, recomputed here.
+    version: Digest,
     files: Vec<RemoteFile>,
     skipped: Vec<SkippedFile>,
 }
@@ -49,6 +55,8 @@ pub struct RemoteFileListing {
 struct WireListing {
     name: String,
     etag: String,
+    #[serde(default)]
+    version: Option<String>,
     files: Vec<WireFile>,
     #[serde(default)]
     skipped: Vec<WireSkipped>,
@@ -71,19 +79,26 @@ struct WireSkipped {
 
 impl RemoteFileListing {
     /// Parses a `GET /skills/{name}/files` body for the skill `name` at version `etag` (the tag
-    /// the request was guarded with). Any path that is not a [`SkillFilePath`], any listing
-    /// beyond the bounds, with a path twice or a file where another file's folder would be, is
-    /// an invalid answer: nothing of it is used.
-    pub(crate) fn parse(body: &[u8], name: &SkillName, etag: &str) -> Result<RemoteFileListing, ClientError> {
+    /// the request was guarded with; `None` for a pinned listing, which is checked by its
+    /// version instead). Any path that is not a [`SkillFilePath`], any listing beyond the
+    /// bounds, with a path twice or a file where another file's folder would be, or whose files
+    /// make another version than it names, is an invalid answer: nothing of it is used.
+    pub(crate) fn parse(body: &[u8], name: &SkillName, etag: Option<&str>) -> Result<RemoteFileListing, ClientError> {
         let invalid = |what: String| ClientError::InvalidResponse(format!("the file listing of '{name}' {what}"));
         let wire: WireListing =
             serde_json::from_slice(body).map_err(|error| invalid(format!("is not valid: {error}")))?;
         if wire.name != name.as_str() {
             return Err(invalid(format!("names another skill, {:?}", wire.name)));
         }
-        if wire.etag != etag {
+        if let Some(etag) = etag.filter(|etag| wire.etag != *etag) {
             return Err(invalid(format!("is of another version ({:?}, not {etag:?})", wire.etag)));
         }
+        let listed_version = match &wire.version {
+            Some(text) => {
+                Some(Digest::parse(text).map_err(|error| invalid(format!("names a bad version {text:?}: {error}")))?)
+            }
+            None => None,
+        };
         if wire.files.len() > MAX_SKILL_FILES {
             return Err(invalid(format!("has {} files, more than {MAX_SKILL_FILES}", wire.files.len())));
         }
@@ -122,9 +137,13 @@ impl RemoteFileListing {
                 return Err(invalid(format!("names {folder:?} both as a file and as a folder")));
             }
         }
+        let version = version_of(&files);
+        if let Some(listed) = listed_version.filter(|listed| *listed != version) {
+            return Err(invalid(format!("names version {listed}, but its files make {version}")));
+        }
         let skipped =
             wire.skipped.into_iter().map(|entry| SkippedFile { path: entry.path, reason: entry.reason }).collect();
-        Ok(RemoteFileListing { name: name.clone(), etag: wire.etag, files, skipped })
+        Ok(RemoteFileListing { name: name.clone(), etag: wire.etag, listed_version, version, files, skipped })
     }
 
     /// The skill these files belong to.
@@ -135,6 +154,19 @@ impl RemoteFileListing {
     /// The skill's tag: the version of the skill (its descriptor and every file) listed.
     pub fn etag(&self) -> &str {
         &self.etag
+    }
+
+    /// The skill's version as these files make it (recomputed from the listed paths, digests
+    /// and modes, never taken from the server's word): what [`installed_version`](crate::installed_version)
+    /// gives for the folder they are downloaded into.
+    pub fn version(&self) -> Digest {
+        self.version
+    }
+
+    /// The version the server says the listing is of, if it says (it was checked to be
+    /// [`version`](Self::version)).
+    pub fn listed_version(&self) -> Option<Digest> {
+        self.listed_version
     }
 
     /// The files, in code-point order of their paths.
@@ -158,6 +190,21 @@ impl RemoteFileListing {
     }
 }
 
+/// The version of a checked listing's files, as core defines it (a checked listing is within
+/// every bound, so core always has a listing of it).
+pub(crate) fn version_of(files: &[RemoteFile]) -> Digest {
+    let files = files
+        .iter()
+        .map(|file| SkillFile {
+            path: file.path.clone(),
+            size: file.size,
+            digest: file.digest,
+            executable: file.executable,
+        })
+        .collect();
+    FileListing::new(files, Vec::new()).version().expect("a checked listing is within the bounds")
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
@@ -172,7 +219,7 @@ mod tests {
 
     fn parse(files: Vec<Value>) -> Result<RemoteFileListing, ClientError> {
         let body = json!({"name": "alpha", "etag": "\"a1\"", "files": files, "skipped": []});
-        RemoteFileListing::parse(body.to_string().as_bytes(), &SkillName::parse("alpha").unwrap(), "\"a1\"")
+        RemoteFileListing::parse(body.to_string().as_bytes(), &SkillName::parse("alpha").unwrap(), Some("\"a1\""))
     }
 
     #[test]
@@ -183,7 +230,7 @@ mod tests {
         let body = json!({"name": "alpha", "etag": "\"a1\"", "files": [file("SKILL.md", 3), run, file("a b/ü.txt", 0)],
             "skipped": [{"path": "link", "reason": "a symbolic link (never followed)"}]});
         let listing =
-            RemoteFileListing::parse(body.to_string().as_bytes(), &SkillName::parse("alpha").unwrap(), "\"a1\"")
+            RemoteFileListing::parse(body.to_string().as_bytes(), &SkillName::parse("alpha").unwrap(), Some("\"a1\""))
                 .unwrap();
         let paths: Vec<&str> = listing.files().iter().map(|file| file.path.as_str()).collect();
         assert_eq!(paths, ["SKILL.md", "a b/ü.txt", "scripts/run.py"]);
@@ -240,22 +287,43 @@ mod tests {
     }
 
     #[test]
+    fn a_listing_s_version_is_recomputed_from_its_lines_and_must_match_what_it_names() {
+        let mut run = file("scripts/run.py", 0);
+        run["executable"] = json!(true);
+        let hex = DIGEST.strip_prefix("sha256:").unwrap();
+        let lines = format!("644 {hex} SKILL.md\n755 {hex} scripts/run.py\n");
+        let expected = Digest::of(lines.as_bytes());
+        let listing = parse(vec![run.clone(), file("SKILL.md", 0)]).unwrap();
+        assert_eq!((listing.version(), listing.listed_version()), (expected, None));
+
+        let name = SkillName::parse("alpha").unwrap();
+        let named = |version: &str| {
+            let body = json!({"name": "alpha", "etag": "\"a1\"", "version": version, "files": [file("SKILL.md", 0), run.clone()]});
+            RemoteFileListing::parse(body.to_string().as_bytes(), &name, None)
+        };
+        assert_eq!(named(&expected.to_string()).unwrap().listed_version(), Some(expected));
+        let error = named(DIGEST).unwrap_err();
+        assert!(error.to_string().contains("but its files make"), "{error}");
+        assert!(named("v1").is_err());
+    }
+
+    #[test]
     fn a_listing_of_another_skill_or_version_or_with_bad_fields_is_refused() {
         let name = SkillName::parse("alpha").unwrap();
         let good = json!({"name": "alpha", "etag": "\"a1\"", "files": [file("SKILL.md", 1)]});
-        assert!(RemoteFileListing::parse(good.to_string().as_bytes(), &name, "\"a1\"").is_ok());
-        assert!(RemoteFileListing::parse(good.to_string().as_bytes(), &name, "\"a2\"").is_err());
+        assert!(RemoteFileListing::parse(good.to_string().as_bytes(), &name, Some("\"a1\"")).is_ok());
+        assert!(RemoteFileListing::parse(good.to_string().as_bytes(), &name, Some("\"a2\"")).is_err());
         let mut other = good.clone();
         other["name"] = json!("beta");
-        assert!(RemoteFileListing::parse(other.to_string().as_bytes(), &name, "\"a1\"").is_err());
+        assert!(RemoteFileListing::parse(other.to_string().as_bytes(), &name, Some("\"a1\"")).is_err());
         let mut digest = good.clone();
         digest["files"][0]["digest"] = json!("md5:00");
-        assert!(RemoteFileListing::parse(digest.to_string().as_bytes(), &name, "\"a1\"").is_err());
+        assert!(RemoteFileListing::parse(digest.to_string().as_bytes(), &name, Some("\"a1\"")).is_err());
         let mut negative = good.clone();
         negative["files"][0]["size"] = json!(-1);
-        assert!(RemoteFileListing::parse(negative.to_string().as_bytes(), &name, "\"a1\"").is_err());
+        assert!(RemoteFileListing::parse(negative.to_string().as_bytes(), &name, Some("\"a1\"")).is_err());
         for body in [&b"<html>"[..], b"{}", b"[]"] {
-            let error = RemoteFileListing::parse(body, &name, "\"a1\"").unwrap_err();
+            let error = RemoteFileListing::parse(body, &name, Some("\"a1\"")).unwrap_err();
             assert!(matches!(error, ClientError::InvalidResponse(_)), "{error:?}");
         }
     }

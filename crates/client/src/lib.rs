@@ -76,6 +76,9 @@ mod download;
 mod error;
 mod files;
 mod install;
+mod installed;
+mod lock;
+mod pinned;
 mod retry;
 mod search;
 mod shared;
@@ -87,6 +90,8 @@ pub use discoverer::RemoteSkillDiscoverer;
 pub use download::Downloaded;
 pub use error::{ClientError, Problem};
 pub use files::{RemoteFile, RemoteFileListing, SkippedFile};
+pub use installed::{FolderError, installed_version};
+pub use lock::{Lock, LockError, LockedSkill};
 pub use reqwest;
 pub use search::{ExcerptPart, MAX_SEARCH_LIMIT, SearchHit, SearchResults};
 
