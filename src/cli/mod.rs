@@ -3,6 +3,8 @@
 mod check;
 mod download;
 mod health;
+mod locks;
+mod staging;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -58,9 +60,19 @@ pub enum Command {
         #[arg(long, value_name = "SECS", default_value_t = 3)]
         timeout: u64,
     },
-    /// Download one skill's folder from a running server into DIR/NAME: every file checked
-    /// against its digest, the folder written beside it and renamed into place at once.
+    /// Download skills' folders from a running server into DIR/NAME: every file checked
+    /// against its digest, each folder written beside it and renamed into place at once. With
+    /// --lock, record the version installed; with --frozen --lock, install exactly the locked
+    /// versions.
     Download(download::DownloadArgs),
+    /// Check an installed tree against a lock: each locked skill's DIR/NAME recomputed to its
+    /// version (its regular files, 644 or 755, in path order) and compared with the lock's.
+    /// Exit 1 naming each skill that differs or is missing, 0 when all match.
+    Verify(locks::VerifyArgs),
+    /// List the locked skills whose current version on their source differs from the lock's
+    /// (or that their source no longer has). Exit 1 when any is outdated, 0 when none is, 2
+    /// when a source cannot be asked.
+    Outdated(locks::OutdatedArgs),
     /// Print the budgeted load of one skill as JSON.
     Load {
         #[command(flatten)]
@@ -121,7 +133,7 @@ impl Command {
             | Command::Check { sources, .. }
             | Command::Manifest { sources }
             | Command::Load { sources, .. } => sources.order_from(matches),
-            Command::Health { .. } | Command::Download(_) => {}
+            Command::Health { .. } | Command::Download(_) | Command::Verify(_) | Command::Outdated(_) => {}
         }
     }
 }
@@ -279,6 +291,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Download(args) => download::run(args).await,
+        Command::Verify(args) => locks::verify(&args),
+        Command::Outdated(args) => Ok(locks::outdated(&args).await),
     }
 }
 
