@@ -14,6 +14,8 @@ pub const DEFAULT_GIT_INTERVAL: u64 = 60;
 pub const DEFAULT_MAX_MIRROR_BYTES: u64 = 2 << 30;
 /// Seconds one fetch may take unless configured.
 pub const DEFAULT_FETCH_TIMEOUT: u64 = 300;
+/// Commits of a git source's history its skills' versions are listed from unless configured.
+pub const DEFAULT_HISTORY: NonZeroUsize = NonZeroUsize::new(1000).expect("nonzero");
 
 /// Why the configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +52,9 @@ pub struct GitConfig {
     pub max_mirror_bytes: u64,
     /// The longest one fetch may take.
     pub fetch_timeout: Duration,
+    /// How many commits of the ref's first-parent history the skills' versions are listed from
+    /// (1: the current commit alone).
+    pub history: NonZeroUsize,
 }
 
 /// A `--git URL[#REF[:PATH]]` value.
@@ -134,6 +139,7 @@ struct SourceTable {
     token_file: Option<PathBuf>,
     max_mirror_bytes: Option<u64>,
     fetch_timeout: Option<NonZeroU64>,
+    history: Option<NonZeroUsize>,
 }
 
 #[derive(Deserialize)]
@@ -161,6 +167,7 @@ impl TryFrom<SourceTable> for SourceConfig {
             token_file,
             max_mirror_bytes,
             fetch_timeout,
+            history,
         } = table;
         let git_only = [
             ("url", url.is_some()),
@@ -170,6 +177,7 @@ impl TryFrom<SourceTable> for SourceConfig {
             ("token_file", token_file.is_some()),
             ("max_mirror_bytes", max_mirror_bytes.is_some()),
             ("fetch_timeout", fetch_timeout.is_some()),
+            ("history", history.is_some()),
         ];
         if !matches!(kind, SourceKind::Git)
             && let Some((key, _)) = git_only.iter().find(|(_, given)| *given)
@@ -196,6 +204,7 @@ impl TryFrom<SourceTable> for SourceConfig {
                     max_depth: max_depth.unwrap_or_else(default_max_depth),
                     max_mirror_bytes: max_mirror_bytes.unwrap_or(DEFAULT_MAX_MIRROR_BYTES),
                     fetch_timeout: Duration::from_secs(fetch_timeout.map_or(DEFAULT_FETCH_TIMEOUT, NonZeroU64::get)),
+                    history: history.unwrap_or(DEFAULT_HISTORY),
                 }))
             }
             SourceKind::Directory => Ok(SourceConfig::Directory {
@@ -259,6 +268,7 @@ impl SourceConfig {
             max_depth: default_max_depth(),
             max_mirror_bytes: DEFAULT_MAX_MIRROR_BYTES,
             fetch_timeout: Duration::from_secs(DEFAULT_FETCH_TIMEOUT),
+            history: DEFAULT_HISTORY,
         }))
     }
 

@@ -54,6 +54,12 @@ pub trait Source: SkillDiscoverer {
         false
     }
 
+    /// Whether the source keeps a history (answers [`history`](Self::history) and
+    /// [`pinned`](Self::pinned)).
+    fn keeps_history(&self) -> bool {
+        false
+    }
+
     /// The versions `name` had in the source's history, newest first (empty: none); `None` when
     /// the source keeps no history (its only version is the current one).
     async fn history(&self, _name: &SkillName) -> Option<Result<Vec<HistoryEntry>, PinError>> {

@@ -52,7 +52,8 @@ pub use skill::{
     SkillName, SpecName,
 };
 pub use tree::{
-    ListedTree, TreeEntry, TreeEntryKind, TreeError, TreeRoot, TreeSkill, TreeStore, TreeWalk, list_tree, walk_tree,
+    ListedTree, TreeEntry, TreeEntryKind, TreeError, TreeRoot, TreeSkill, TreeStore, TreeWalk, WalkMemo, list_tree,
+    walk_tree, walk_tree_memo,
 };
 
 /// The name of the file that makes a folder a skill, at the top of the folder.

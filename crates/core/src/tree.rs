@@ -8,9 +8,10 @@
 //! at most `max_entries` entries, `max_depth` deep (without recursion), and reads no `SKILL.md`
 //! over [`MAX_FILE_BYTES`] and no file of a listing over [`MAX_SKILL_BYTES`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::Arc;
 
 use crate::directory::MAX_FILE_BYTES;
 use crate::directory::guarded::ReadError;
@@ -106,12 +107,35 @@ pub struct TreeWalk<Id> {
     pub diagnostics: Vec<String>,
 }
 
-/// One folder on the walk's stack: its path, depth, and sorted entries still to visit.
+/// One folder on the walk's stack: its path, depth, and sorted entries still to visit; where its
+/// skills begin in the walk's, and the entries left before it was entered (what a memo records).
 struct Frame<Id> {
     id: Id,
     path: Vec<u8>,
     depth: usize,
     entries: std::vec::IntoIter<TreeEntry<Id>>,
+    first_found: usize,
+    remaining_before: usize,
+}
+
+/// Folders walked before, by object: what the walk found beneath each and how many entries it
+/// counted there. A folder's walk depends only on its object, its path and the entries left, so a
+/// walk of many similar trees (the commits of a history) walks again only what changed. Kept by
+/// the caller for one root and one set of bounds.
+pub struct WalkMemo<Id> {
+    walked: HashMap<Id, Walked<Id>>,
+}
+
+struct Walked<Id> {
+    path: Vec<u8>,
+    found: Vec<Arc<TreeSkill<Id>>>,
+    entries: usize,
+}
+
+impl<Id> Default for WalkMemo<Id> {
+    fn default() -> Self {
+        WalkMemo { walked: HashMap::new() }
+    }
 }
 
 /// Walks `root` in `store` as nagents walks a checkout of it.
@@ -121,7 +145,35 @@ pub fn walk_tree<S: TreeStore>(
     max_entries: usize,
     max_depth: usize,
 ) -> Result<TreeWalk<S::Id>, TreeError> {
-    let mut walk = TreeWalk { found: Vec::new(), diagnostics: Vec::new() };
+    let (found, diagnostics) = walk(store, root, max_entries, max_depth, None)?;
+    let found =
+        found.into_iter().map(|found| Arc::try_unwrap(found).unwrap_or_else(|found| (*found).clone())).collect();
+    Ok(TreeWalk { found, diagnostics })
+}
+
+/// The skills [`walk_tree`] finds, in walk order, walking again only the folders `memo` has not
+/// seen (its diagnostics are not kept: a folder taken from the memo reports none).
+pub fn walk_tree_memo<S: TreeStore>(
+    store: &S,
+    root: &TreeRoot<'_, S::Id>,
+    max_entries: usize,
+    max_depth: usize,
+    memo: &mut WalkMemo<S::Id>,
+) -> Result<Vec<Arc<TreeSkill<S::Id>>>, TreeError> {
+    Ok(walk(store, root, max_entries, max_depth, Some(memo))?.0)
+}
+
+type Found<Id> = Vec<Arc<TreeSkill<Id>>>;
+
+fn walk<S: TreeStore>(
+    store: &S,
+    root: &TreeRoot<'_, S::Id>,
+    max_entries: usize,
+    max_depth: usize,
+    mut memo: Option<&mut WalkMemo<S::Id>>,
+) -> Result<(Found<S::Id>, Vec<String>), TreeError> {
+    let mut found: Found<S::Id> = Vec::new();
+    let mut diagnostics: Vec<String> = Vec::new();
     let diagnose = |diagnostics: &mut Vec<String>, path: &[u8], message: &[u8]| {
         if diagnostics.len() < MAX_DIAGNOSTICS {
             diagnostics.push(Diagnostic::new(&(root.display)(path), message).render());
@@ -130,33 +182,53 @@ pub fn walk_tree<S: TreeStore>(
     let folder = match &root.folder {
         Ok(folder) => folder.clone(),
         Err(message) => {
-            diagnose(&mut walk.diagnostics, root.path.as_bytes(), message.as_bytes());
-            return Ok(walk);
+            diagnose(&mut diagnostics, root.path.as_bytes(), message.as_bytes());
+            return Ok((found, diagnostics));
         }
     };
     let mut remaining = max_entries;
+    // Set once the entry bound cut the walk short: what follows is not what a folder holds.
+    let mut limited = false;
     let mut stack: Vec<Frame<S::Id>> = Vec::new();
     // Enters a folder: counts its entries, or reports that they do not fit and ends the walk.
-    let enter =
-        |store: &S, id: &S::Id, path: Vec<u8>, depth: usize, remaining: &mut usize, diagnostics: &mut Vec<String>| {
-            let mut entries: Vec<TreeEntry<S::Id>> =
-                store.folder(id)?.into_iter().filter(|entry| checked_out(&entry.name)).collect();
-            if entries.len() > *remaining {
-                diagnose(diagnostics, &path, ENTRY_LIMIT.as_bytes());
-                *remaining = 0;
-                return Ok::<_, TreeError>(None);
-            }
-            *remaining -= entries.len();
-            entries.sort_by(|a, b| pystr::cmp_units(&a.name, &b.name));
-            Ok(Some(Frame { id: id.clone(), path, depth, entries: entries.into_iter() }))
-        };
-    if let Some(frame) = enter(store, &folder, root.path.as_bytes().to_vec(), 0, &mut remaining, &mut walk.diagnostics)?
-    {
-        stack.push(frame);
+    let enter = |store: &S,
+                 id: &S::Id,
+                 path: Vec<u8>,
+                 depth: usize,
+                 remaining: &mut usize,
+                 diagnostics: &mut Vec<String>,
+                 first_found: usize| {
+        let mut entries: Vec<TreeEntry<S::Id>> =
+            store.folder(id)?.into_iter().filter(|entry| checked_out(&entry.name)).collect();
+        if entries.len() > *remaining {
+            diagnose(diagnostics, &path, ENTRY_LIMIT.as_bytes());
+            *remaining = 0;
+            return Ok::<_, TreeError>(None);
+        }
+        let remaining_before = *remaining;
+        *remaining -= entries.len();
+        entries.sort_by(|a, b| pystr::cmp_units(&a.name, &b.name));
+        Ok(Some(Frame { id: id.clone(), path, depth, entries: entries.into_iter(), first_found, remaining_before }))
+    };
+    match enter(store, &folder, root.path.as_bytes().to_vec(), 0, &mut remaining, &mut diagnostics, 0)? {
+        Some(frame) => stack.push(frame),
+        None => limited = true,
     }
     while let Some(frame) = stack.last_mut() {
         let Some(entry) = frame.entries.next() else {
-            stack.pop();
+            let frame = stack.pop().expect("a frame");
+            // The root changes with every tree: only folders beneath it are worth keeping.
+            if let Some(memo) = memo.as_deref_mut()
+                && !limited
+                && !stack.is_empty()
+            {
+                let walked = Walked {
+                    found: found[frame.first_found..].to_vec(),
+                    entries: frame.remaining_before - remaining,
+                    path: frame.path,
+                };
+                memo.walked.insert(frame.id, walked);
+            }
             continue;
         };
         let path = join(&frame.path, &entry.name);
@@ -164,14 +236,33 @@ pub fn walk_tree<S: TreeStore>(
         match entry.kind {
             TreeEntryKind::Folder | TreeEntryKind::Submodule => {
                 if depth < max_depth && remaining > 0 {
+                    if let Some(walked) = memo.as_deref().and_then(|memo| memo.walked.get(&entry.id))
+                        && walked.path == path
+                        && walked.entries <= remaining
+                    {
+                        found.extend(walked.found.iter().cloned());
+                        remaining -= walked.entries;
+                        continue;
+                    }
                     let frame = if entry.kind == TreeEntryKind::Submodule {
-                        Some(Frame { id: entry.id, path, depth: depth + 1, entries: Vec::new().into_iter() })
+                        Some(Frame {
+                            id: entry.id,
+                            path,
+                            depth: depth + 1,
+                            entries: Vec::new().into_iter(),
+                            first_found: found.len(),
+                            remaining_before: remaining,
+                        })
                     } else {
-                        enter(store, &entry.id, path, depth + 1, &mut remaining, &mut walk.diagnostics)?
+                        let first_found = found.len();
+                        let entered =
+                            enter(store, &entry.id, path, depth + 1, &mut remaining, &mut diagnostics, first_found)?;
+                        limited |= entered.is_none();
+                        entered
                     };
                     stack.extend(frame);
                 } else {
-                    diagnose(&mut walk.diagnostics, &path, DEPTH_LIMIT.as_bytes());
+                    diagnose(&mut diagnostics, &path, DEPTH_LIMIT.as_bytes());
                 }
             }
             TreeEntryKind::File { .. } if entry.name == crate::SKILL_MD.as_bytes() => {
@@ -189,15 +280,15 @@ pub fn walk_tree<S: TreeStore>(
                     Err(()) => Err(ReadError::TooLarge),
                 };
                 match skill_of(content, &location, folder_name) {
-                    Ok((skill, version)) => walk.found.push(TreeSkill {
+                    Ok((skill, version)) => found.push(Arc::new(TreeSkill {
                         skill,
                         version,
                         folder: folder_id,
                         folder_path: String::from_utf8_lossy(&folder_path).into_owned(),
-                    }),
+                    })),
                     Err(diagnostic) => {
-                        if walk.diagnostics.len() < MAX_DIAGNOSTICS {
-                            walk.diagnostics.push(diagnostic.render());
+                        if diagnostics.len() < MAX_DIAGNOSTICS {
+                            diagnostics.push(diagnostic.render());
                         }
                     }
                 }
@@ -205,7 +296,7 @@ pub fn walk_tree<S: TreeStore>(
             TreeEntryKind::File { .. } | TreeEntryKind::Symlink => {}
         }
     }
-    Ok(walk)
+    Ok((found, diagnostics))
 }
 
 /// A `SKILL.md` blob's bytes, or `Err(())` when it exceeds [`MAX_FILE_BYTES`] (not read).
@@ -430,6 +521,91 @@ mod tests {
                 outcome(directory.scan_blocking()),
                 "after {:?}", changes
             );
+        }
+    }
+
+    /// A folder on disk copied into a content-addressed store (as git keeps trees): the same
+    /// content has the same id, so a memo keyed by ids sees what did not change.
+    #[derive(Default)]
+    struct Objects(std::collections::HashMap<Digest, Result<Vec<TreeEntry<Digest>>, Vec<u8>>>);
+
+    impl Objects {
+        fn import(&mut self, path: &Path) -> Digest {
+            let mut entries = DiskTree.folder(&path.to_path_buf()).unwrap();
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            let mut listed = Vec::new();
+            let mut text = Vec::new();
+            for entry in entries {
+                let id = match entry.kind {
+                    TreeEntryKind::Folder => self.import(&entry.id),
+                    TreeEntryKind::Symlink => self.blob(std::fs::read_link(&entry.id).unwrap().as_os_str().as_bytes()),
+                    _ => self.blob(&std::fs::read(&entry.id).unwrap()),
+                };
+                text.extend_from_slice(format!("{:?} {id} ", entry.kind).as_bytes());
+                text.extend_from_slice(&entry.name);
+                text.push(0);
+                listed.push(TreeEntry { name: entry.name, kind: entry.kind, id });
+            }
+            let id = Digest::of(&text);
+            self.0.insert(id, Ok(listed));
+            id
+        }
+
+        fn blob(&mut self, bytes: &[u8]) -> Digest {
+            let id = Digest::of(&[b"blob ", bytes].concat());
+            self.0.insert(id, Err(bytes.to_vec()));
+            id
+        }
+    }
+
+    impl TreeStore for Objects {
+        type Id = Digest;
+
+        fn folder(&self, id: &Digest) -> Result<Vec<TreeEntry<Digest>>, TreeError> {
+            self.0[id].clone().map_err(|_| TreeError("a blob".into()))
+        }
+
+        fn size(&self, id: &Digest) -> Result<u64, TreeError> {
+            Ok(self.read(id)?.len() as u64)
+        }
+
+        fn read(&self, id: &Digest) -> Result<Vec<u8>, TreeError> {
+            self.0[id].clone().err().ok_or_else(|| TreeError("a folder".into()))
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+        /// Walking a history of trees with one memo finds, at every tree, exactly the skills a
+        /// walk without it finds, also where a bound cuts the walk.
+        #[test]
+        fn a_memo_walk_of_a_history_equals_fresh_walks(
+            history in proptest::collection::vec(proptest::collection::vec(change(), 1..6), 1..8),
+            max_entries in proptest::sample::select(vec![5usize, 9, 14, 10_000]),
+            max_depth in proptest::sample::select(vec![0usize, 1, 2, 16]),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().join("root");
+            std::fs::create_dir(&root).unwrap();
+            let (mut objects, mut memo) = (Objects::default(), WalkMemo::default());
+            let display = |path: &[u8]| path.to_vec();
+            for changes in &history {
+                for change in changes {
+                    apply(&root, change);
+                }
+                let top = objects.import(&root);
+                let tree = TreeRoot { folder: Ok(top), path: "", display: &display, top_name: "root" };
+                let shown = |found: &TreeSkill<Digest>| format!("{:?} {} {}", found.skill, found.folder, found.folder_path);
+                let fresh: Vec<String> =
+                    walk_tree(&objects, &tree, max_entries, max_depth).unwrap().found.iter().map(shown).collect();
+                let memoized: Vec<String> = walk_tree_memo(&objects, &tree, max_entries, max_depth, &mut memo)
+                    .unwrap()
+                    .iter()
+                    .map(|found| shown(found))
+                    .collect();
+                proptest::prop_assert_eq!(memoized, fresh, "after {:?}", history);
+            }
         }
     }
 

@@ -63,7 +63,7 @@ impl LiveCatalog {
                 .as_ref()
                 .is_some_and(|skill| skill.source == source && skill.entry.version.as_ref() == Some(version))
         };
-        let entries = match self.owner(name, current.as_ref()).await? {
+        let entries = match self.owner(name, current.as_ref(), true).await? {
             Owner::History(source, history) => history
                 .into_iter()
                 .map(|entry| VersionEntry {
@@ -97,7 +97,7 @@ impl LiveCatalog {
         let not_found =
             |detail: String| CatalogError::VersionNotFound { name: name.clone(), version: version.to_owned(), detail };
         let current = self.snapshot().ready()?.get(name).cloned();
-        let source = match self.owner(name, current.as_ref()).await? {
+        let source = match self.owner(name, current.as_ref(), false).await? {
             Owner::Current(skill) => {
                 return match spec {
                     VersionSpec::Digest(digest) if skill.entry.version == Some(digest) => Ok(skill),
@@ -133,16 +133,27 @@ impl LiveCatalog {
         Ok(Arc::clone(kept.entry(key).or_insert(skill)))
     }
 
-    /// The source whose versions of `name` are answered.
-    async fn owner(&self, name: &SkillName, current: Option<&Arc<CatalogSkill>>) -> Result<Owner, CatalogError> {
+    /// The source whose versions of `name` are answered: the owner of the current skill, else
+    /// the first source whose history has the name. `history` says whether its versions are
+    /// needed (they are found on the way for a skill the catalog no longer has).
+    async fn owner(
+        &self,
+        name: &SkillName,
+        current: Option<&Arc<CatalogSkill>>,
+        history: bool,
+    ) -> Result<Owner, CatalogError> {
         if let Some(skill) = current {
             let source = self.inner.sources.get(skill.source);
-            return Ok(match source.history(name).await {
-                Some(history) => Owner::History(skill.source, history.map_err(|error| from_pin(name, error))?),
-                None => Owner::Current(Arc::clone(skill)),
-            });
+            if !source.keeps_history() {
+                return Ok(Owner::Current(Arc::clone(skill)));
+            }
+            let versions = match history {
+                true => source.history(name).await.unwrap_or(Ok(Vec::new())).map_err(|error| from_pin(name, error))?,
+                false => Vec::new(),
+            };
+            return Ok(Owner::History(skill.source, versions));
         }
-        for (index, source) in self.inner.sources.iter().enumerate() {
+        for (index, source) in self.inner.sources.iter().enumerate().filter(|(_, source)| source.keeps_history()) {
             if let Some(history) = source.history(name).await {
                 let history = history.map_err(|error| from_pin(name, error))?;
                 if !history.is_empty() {

@@ -7,6 +7,7 @@
 //! (so the live catalog serves its last good catalog, carrying the error) until a fetch succeeds.
 //! At start, a commit the mirror already holds is served while the first fetch runs.
 
+mod history;
 mod mirror;
 mod remote;
 mod store;
@@ -25,11 +26,12 @@ use skillcat_core::{
 };
 use tokio::sync::{Notify, watch};
 
+use self::history::{History, PinnedReader};
 pub use self::mirror::FetchError;
 use self::mirror::Mirror;
 pub use self::remote::{InvalidRemote, RemoteUrl, key_of};
 use self::store::ObjectStore;
-use super::{Opened, Source, run_blocking};
+use super::{HistoryEntry, Opened, PinError, Pinned, Source, VersionSpec, run_blocking};
 use crate::config::GitConfig;
 use crate::observability::Metrics;
 
@@ -70,6 +72,10 @@ struct Inner {
     /// The bytes of blobs being sent, by object id: requests for one file share one copy while
     /// any of them holds it (what a stalled reader can hold is one file, however many ask).
     sent: Mutex<HashMap<ObjectId, std::sync::Weak<Vec<u8>>>>,
+    /// The history of the commit served last (see `history.rs`), and a lock held while one is
+    /// built, so that one build runs at a time and requests wait for it rather than build again.
+    history: Mutex<Option<Arc<History>>>,
+    building: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -134,6 +140,8 @@ impl GitSource {
             fetch_ended: Condvar::new(),
             stopping: AtomicBool::new(false),
             sent: Mutex::default(),
+            history: Mutex::default(),
+            building: Mutex::default(),
         };
         Ok(GitSource { inner: Arc::new(inner) })
     }
@@ -305,12 +313,9 @@ impl Inner {
             .tree_id()
             .map_err(|error| unreadable(&error))?
             .detach();
-        let shown = self.mirror.url.shown();
-        let display = |path: &[u8]| [shown.as_bytes(), b"#", path].concat();
         let folder = self.root_folder(&store, tree).map_err(|error| failed(error.0))?;
-        let top_name = self.mirror.url.checkout_name();
-        let root = TreeRoot { folder, path: &self.config.path, display: &display, top_name: &top_name };
-        let walk = walk_tree(&store, &root, self.config.max_entries.get(), self.config.max_depth)
+        let walk = self
+            .with_root(folder, |root| walk_tree(&store, root, self.config.max_entries.get(), self.config.max_depth))
             .map_err(|error| failed(error.0))?;
         skill_catalog(walk.found.iter().map(|found| found.skill.clone()))?;
         let mut found = walk.found;
@@ -337,6 +342,68 @@ impl Inner {
             skills.values().flat_map(|skill| skill.blobs.values()).collect();
         self.digests.lock().unwrap_or_else(PoisonError::into_inner).retain(|id, _| listed.contains(id));
         Ok(Scanned { commit, discovery, skills })
+    }
+
+    /// The walk's root at `folder` (see [`Self::root_folder`]), given to `walk`.
+    fn with_root<R>(&self, folder: Result<ObjectId, String>, walk: impl FnOnce(&TreeRoot<'_, ObjectId>) -> R) -> R {
+        let shown = self.mirror.url.shown();
+        let display = |path: &[u8]| [shown.as_bytes(), b"#", path].concat();
+        let top_name = self.mirror.url.checkout_name();
+        walk(&TreeRoot { folder, path: &self.config.path, display: &display, top_name: &top_name })
+    }
+
+    /// The skills of the walk from `folder`, walking again only what `memo` has not seen.
+    fn walk_memo(
+        &self,
+        store: &ObjectStore<'_>,
+        folder: Result<ObjectId, String>,
+        memo: &mut skillcat_core::WalkMemo<ObjectId>,
+    ) -> Result<Vec<Arc<skillcat_core::TreeSkill<ObjectId>>>, skillcat_core::TreeError> {
+        self.with_root(folder, |root| {
+            skillcat_core::walk_tree_memo(store, root, self.config.max_entries.get(), self.config.max_depth, memo)
+        })
+    }
+
+    /// The history of the commit served now, built (or extended from the last one) unless it is
+    /// current already.
+    fn history_now(&self) -> Result<Arc<History>, PinError> {
+        let head = self.state().scanned.as_ref().map(|scanned| scanned.commit);
+        let head = head.ok_or_else(|| PinError::Unreadable(format!("{} has not been read yet", self.label)))?;
+        let current = |history: &Option<Arc<History>>| history.as_ref().filter(|history| history.head == head).cloned();
+        if let Some(history) = current(&self.history.lock().unwrap_or_else(PoisonError::into_inner)) {
+            return Ok(history);
+        }
+        let _building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = self.history.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(history) = current(&previous) {
+            return Ok(history);
+        }
+        let started = Instant::now();
+        let history = Arc::new(History::build(self, head, previous.as_deref()).map_err(PinError::Unreadable)?);
+        tracing::debug!(source = self.label, commit = %head, elapsed = ?started.elapsed(), "built the history");
+        *self.history.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&history));
+        Ok(history)
+    }
+
+    /// The bytes of `blob`, shared by the requests sending it while any of them holds them.
+    async fn open_blob(self: &Arc<Self>, blob: ObjectId) -> Result<Opened, SkillError> {
+        let shared =
+            |sent: &HashMap<ObjectId, std::sync::Weak<Vec<u8>>>| sent.get(&blob).and_then(std::sync::Weak::upgrade);
+        let held = shared(&self.sent.lock().unwrap_or_else(PoisonError::into_inner));
+        let bytes = match held {
+            Some(bytes) => bytes,
+            None => {
+                let inner = Arc::clone(self);
+                let read = run_blocking(move || inner.read_blob(blob, skillcat_core::MAX_SKILL_BYTES)).await?;
+                let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+                // Another request may have read it meanwhile: keep one copy.
+                let bytes = shared(&sent).unwrap_or_else(|| Arc::new(read));
+                sent.retain(|_, held| held.strong_count() > 0);
+                sent.insert(blob, Arc::downgrade(&bytes));
+                bytes
+            }
+        };
+        Ok(Opened::Memory(bytes::Bytes::from_owner(SharedBlob(bytes))))
     }
 
     /// The folder the walk starts at: the configured path in the commit's tree, or nagents'
@@ -459,7 +526,17 @@ impl std::error::Error for SharedFailure {}
 impl SkillDiscoverer for GitSource {
     async fn scan(&self) -> Result<Discovery, SkillError> {
         let inner = Arc::clone(&self.inner);
-        run_blocking(move || inner.scan_blocking()).await
+        let discovery = run_blocking(move || inner.scan_blocking()).await?;
+        // A server keeps the history of what it serves ready for the first request for it.
+        if self.inner.live.load(Ordering::Acquire) && self.inner.config.history.get() > 1 {
+            let inner = Arc::clone(&self.inner);
+            tokio::task::spawn_blocking(move || {
+                if let Err(error) = inner.history_now() {
+                    tracing::warn!(source = inner.label, %error, "cannot read the history");
+                }
+            });
+        }
+        Ok(discovery)
     }
 
     async fn load(&self, skill: &Skill) -> Result<String, SkillError> {
@@ -513,24 +590,53 @@ impl Source for GitSource {
     }
 
     async fn open_file(&self, skill: &Skill, path: &SkillFilePath) -> Result<Opened, SkillError> {
-        let blob = self.inner.file_blob(skill, path)?;
-        let shared =
-            |sent: &HashMap<ObjectId, std::sync::Weak<Vec<u8>>>| sent.get(&blob).and_then(std::sync::Weak::upgrade);
-        let held = shared(&self.inner.sent.lock().unwrap_or_else(PoisonError::into_inner));
-        let bytes = match held {
-            Some(bytes) => bytes,
-            None => {
-                let inner = Arc::clone(&self.inner);
-                let read = run_blocking(move || inner.read_blob(blob, skillcat_core::MAX_SKILL_BYTES)).await?;
-                let mut sent = self.inner.sent.lock().unwrap_or_else(PoisonError::into_inner);
-                // Another request may have read it meanwhile: keep one copy.
-                let bytes = shared(&sent).unwrap_or_else(|| Arc::new(read));
-                sent.retain(|_, held| held.strong_count() > 0);
-                sent.insert(blob, Arc::downgrade(&bytes));
-                bytes
-            }
-        };
-        Ok(Opened::Memory(bytes::Bytes::from_owner(SharedBlob(bytes))))
+        self.inner.open_blob(self.inner.file_blob(skill, path)?).await
+    }
+
+    fn keeps_history(&self) -> bool {
+        true
+    }
+
+    async fn history(&self, name: &SkillName) -> Option<Result<Vec<HistoryEntry>, PinError>> {
+        let (inner, name) = (Arc::clone(&self.inner), name.clone());
+        Some(blocking(move || inner.history_now()?.versions(&inner, &name)).await)
+    }
+
+    async fn pinned(&self, name: &SkillName, version: &VersionSpec) -> Option<Result<Pinned, PinError>> {
+        let (inner, name, version) = (Arc::clone(&self.inner), name.clone(), version.clone());
+        Some(
+            blocking(move || {
+                let history::PinnedAt { skill, commit, listed } =
+                    inner.history_now()?.pinned(&inner, &name, &version)?;
+                let reader = PinnedReader {
+                    inner: Arc::clone(&inner),
+                    skill: skill.skill.clone(),
+                    content: skill.version,
+                    listed,
+                };
+                Ok(Pinned {
+                    skill: skill.skill.clone(),
+                    content: skill.version,
+                    listing: Arc::clone(&reader.listed.listing),
+                    version: reader.listed.version.expect("a pinned folder has a version"),
+                    commit: commit.to_string(),
+                    reader: Arc::new(reader),
+                })
+            })
+            .await,
+        )
+    }
+}
+
+/// `work` off the async workers; a task the runtime cancelled (it is shutting down) is a
+/// failure to read.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, PinError> + Send + 'static,
+) -> Result<T, PinError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+        Err(_) => Err(PinError::Unreadable("the read was cancelled".to_owned())),
     }
 }
 
@@ -636,6 +742,7 @@ mod tests {
             max_depth: 16,
             max_mirror_bytes: 1 << 30,
             fetch_timeout: Duration::from_secs(60),
+            history: NonZeroUsize::new(1000).unwrap(),
         };
         let source = GitSource::new(config, &dir.path().join("state"), Arc::new(Metrics::default())).unwrap();
         let discovery = source.scan().await.expect("a bounded scan, not a failure");
