@@ -2,6 +2,7 @@
 several commits and tags, served by `skillcat serve --git file://...`; older versions pinned by
 digest and by the digest a tag resolves to, each compared with the files at its commit."""
 
+import json
 import os
 import subprocess
 
@@ -62,7 +63,21 @@ def files_at(repo, commit, folder):
     return found
 
 
-def test_git_history_pins_an_older_version_by_digest_and_by_tag(skillcat_bin, tmp_path):
+class History:
+    """A repository of three commits, served: ``toolbox`` edited in each (its script executable),
+    ``retired`` deleted by the third; tags ``v1`` (lightweight, on the first) and ``v2``
+    (annotated, on the second)."""
+
+    def __init__(self, work, commits, server):
+        self.work = work
+        self.commits = commits
+        self.server = server
+        self.expected = [files_at(work, sha, "toolbox") for sha in commits]
+        self.versions = [version_of(files) for files in self.expected]
+
+
+@pytest.fixture
+def history(skillcat_bin, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     git(work, "init", "-q", "-b", "main")
@@ -89,56 +104,88 @@ def test_git_history_pins_an_older_version_by_digest_and_by_tag(skillcat_bin, tm
     commit("third", "2026-01-03T00:00:00")
     bare = tmp_path / "served.git"
     git(tmp_path, "clone", "-q", "--bare", str(work), str(bare))
-
     server = Server(
         skillcat_bin,
         ["--log-format", "json", "--no-builtin", "--rescan-interval", "0",
          "--state-dir", str(tmp_path / "state"), "--git", f"file://{bare}"],
     )
     try:
-        expected = [files_at(work, sha, "toolbox") for sha in commits]
-        versions = [version_of(files) for files in expected]
-        assert len(set(versions)) == 3
-        assert served_version(server, "toolbox") == versions[2]
-        # The tag resolves to the digest of the files at its commit; pinned by that digest.
-        assert served_version(server, "toolbox", "v2") == versions[1]
-        retired = version_of(files_at(work, commits[0], "retired"))
-        assert served_version(server, "retired", "v1") == retired
-
-        for index, pins in ((0, {"toolbox": versions[0], "retired": retired}), (1, {"toolbox": versions[1]})):
-            remote = RemoteSkillDiscoverer(server.url, pins=pins)
-
-            async def scenario(remote=remote, index=index, pins=pins):
-                skills = {skill.name: skill for skill in await remote.discover()}
-                # A skill the current catalog no longer has is still there, pinned.
-                assert sorted(skills) == sorted(pins)
-                assert skills["toolbox"].description == ("Toolbox, first", "Toolbox, second")[index]
-                assert await remote.load(skills["toolbox"]) == expected[index]["SKILL.md"][0].decode()
-                listing = await remote.list_files(skills["toolbox"])
-                assert listing.version == versions[index]
-                assert {file.path for file in listing.files} == set(expected[index])
-                done = await remote.download(skills["toolbox"], tmp_path / f"toolbox-{index}")
-                assert done.version == versions[index]
-                assert folder_files(tmp_path / f"toolbox-{index}") == expected[index]
-                if "retired" in pins:
-                    assert await remote.load(skills["retired"]) == skill_md("retired", "Deleted later", "Old.\n")
-                # The descriptor is what nagents reads in the SKILL.md of that commit, and an
-                # agent's budgeted load nagents' own cut of it.
-                text = expected[index]["SKILL.md"][0].decode()
-                assert parse_skill_metadata(text, skills["toolbox"].location, "toolbox") == skills["toolbox"]
-                result = await agent(remote, skill_token_limit=50).load_skill("toolbox")
-                assert result == budget_skill_content(skills["toolbox"], text, 50)
-                assert result["truncated"] is (index == 1)
-
-            run(scenario())
-        # The current version, unpinned, is the last commit's.
-        plain = RemoteSkillDiscoverer(server.url)
-
-        async def current():
-            skills = {skill.name: skill for skill in await plain.discover()}
-            assert sorted(skills) == ["toolbox"]
-            return (await plain.list_files(skills["toolbox"])).version
-
-        assert run(current()) == versions[2]
+        yield History(work, commits, server)
     finally:
         server.stop()
+
+
+def test_git_history_pins_an_older_version_by_digest_and_by_tag(history, tmp_path):
+    work, commits, server = history.work, history.commits, history.server
+    expected, versions = history.expected, history.versions
+    assert len(set(versions)) == 3
+    assert served_version(server, "toolbox") == versions[2]
+    # The tag resolves to the digest of the files at its commit; pinned by that digest.
+    assert served_version(server, "toolbox", "v2") == versions[1]
+    retired = version_of(files_at(work, commits[0], "retired"))
+    assert served_version(server, "retired", "v1") == retired
+
+    for index, pins in ((0, {"toolbox": versions[0], "retired": retired}), (1, {"toolbox": versions[1]})):
+        remote = RemoteSkillDiscoverer(server.url, pins=pins)
+
+        async def scenario(remote=remote, index=index, pins=pins):
+            skills = {skill.name: skill for skill in await remote.discover()}
+            # A skill the current catalog no longer has is still there, pinned.
+            assert sorted(skills) == sorted(pins)
+            assert skills["toolbox"].description == ("Toolbox, first", "Toolbox, second")[index]
+            assert await remote.load(skills["toolbox"]) == expected[index]["SKILL.md"][0].decode()
+            listing = await remote.list_files(skills["toolbox"])
+            assert listing.version == versions[index]
+            assert {file.path for file in listing.files} == set(expected[index])
+            done = await remote.download(skills["toolbox"], tmp_path / f"toolbox-{index}")
+            assert done.version == versions[index]
+            assert folder_files(tmp_path / f"toolbox-{index}") == expected[index]
+            if "retired" in pins:
+                assert await remote.load(skills["retired"]) == skill_md("retired", "Deleted later", "Old.\n")
+            # The descriptor is what nagents reads in the SKILL.md of that commit, and an
+            # agent's budgeted load nagents' own cut of it.
+            text = expected[index]["SKILL.md"][0].decode()
+            assert parse_skill_metadata(text, skills["toolbox"].location, "toolbox") == skills["toolbox"]
+            result = await agent(remote, skill_token_limit=50).load_skill("toolbox")
+            assert result == budget_skill_content(skills["toolbox"], text, 50)
+            assert result["truncated"] is (index == 1)
+
+        run(scenario())
+    # The current version, unpinned, is the last commit's.
+    plain = RemoteSkillDiscoverer(server.url)
+
+    async def current():
+        skills = {skill.name: skill for skill in await plain.discover()}
+        assert sorted(skills) == ["toolbox"]
+        return (await plain.list_files(skills["toolbox"])).version
+
+    assert run(current()) == versions[2]
+
+
+def test_a_lock_written_by_skillcat_download_pins_the_python_client(history, skillcat_bin, tmp_path):
+    """`skillcat download --version v1 --lock` (the CLI) writes the lock; the Python client reads
+    it and loads exactly what the CLI installed."""
+    server, expected, versions = history.server, history.expected, history.versions
+    lock, into = tmp_path / "skills-lock.json", tmp_path / "installed"
+    done = subprocess.run(
+        [str(skillcat_bin), "download", "--from", server.url + "/", "--version", "v1", "--lock", str(lock),
+         "--into", str(into), "toolbox"],
+        capture_output=True, check=False, timeout=60,
+        # Straight to the server on loopback, whatever proxy the environment names.
+        env={name: value for name, value in os.environ.items() if "proxy" not in name.lower()},
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    written = json.loads(lock.read_bytes())
+    assert written == {"lockfile_version": 1, "skills": {"toolbox": {"source": server.url, "version": versions[0]}}}
+    # The bytes the contract gives, the same in both languages.
+    assert lock.read_text() == json.dumps(written, indent=2, sort_keys=True) + "\n"
+    assert folder_files(into / "toolbox") == expected[0]
+    remote = RemoteSkillDiscoverer(server.url, lock=lock)
+    assert remote.pins == {"toolbox": versions[0]}
+
+    async def scenario():
+        (skill,) = await remote.discover()
+        assert await remote.load(skill) == (into / "toolbox/SKILL.md").read_text()
+        assert (await remote.list_files(skill)).version == versions[0]
+
+    run(scenario())
