@@ -57,6 +57,31 @@
 //! # }
 //! ```
 //!
+//! A skill can be pinned to a version (a `sha256:` digest of its folder, a commit id or a tag),
+//! by hand or from a lock file as `skillcat download --lock` writes it: it is then discovered,
+//! loaded, listed and downloaded at that version only, every answer checked against the
+//! version's digest, and a version the server lacks is [`ClientError::VersionNotFound`] naming
+//! the skill and version, never the current version instead.
+//!
+//! ```no_run
+//! # use skillcat_client::{installed_version, RemoteSkillDiscoverer};
+//! # use skillcat_core::{SkillDiscoverer, SkillName};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let remote = RemoteSkillDiscoverer::builder("http://127.0.0.1:8080")
+//!     .lock_file("skills.lock")
+//!     .pin(SkillName::parse("pdf")?, "v1.2.0")
+//!     .build()?;
+//! for skill in remote.discover().await? {
+//!     let content = remote.load(&skill).await?; // the pinned version's, checked
+//!     println!("{}: {} bytes", skill.name(), content.len());
+//! }
+//! // An installed folder's version, as the server computes it from its listing.
+//! println!("{}", installed_version(".agents/skills/pdf")?);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Errors: the inherent methods ([`RemoteSkillDiscoverer::catalog`],
 //! [`content`](RemoteSkillDiscoverer::content), [`load_budgeted`](RemoteSkillDiscoverer::load_budgeted))
 //! answer a [`ClientError`] keyed on the server's status and carrying its problem document; the

@@ -211,3 +211,96 @@ impl RemoteSkillDiscoverer {
             .map_err(|_| ClientError::InvalidResponse(format!("the content of '{name}' is not UTF-8")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::RetryPolicy;
+    use crate::fake::{FakeServer, Reply};
+
+    fn listing_of(skill_md: &[u8]) -> Value {
+        json!({"name": "alpha", "etag": "\"t\"", "files": [{"path": "SKILL.md", "size": skill_md.len(),
+            "digest": Digest::of(skill_md).to_string(), "media_type": "text/markdown", "executable": false}]})
+    }
+
+    fn version_of(skill_md: &[u8]) -> Digest {
+        let hex = &Digest::of(skill_md).to_string()["sha256:".len()..];
+        Digest::of(format!("644 {hex} SKILL.md\n").as_bytes())
+    }
+
+    /// A server that resolves `alpha` at `pin` to `version`, lists `listed` as its SKILL.md and
+    /// answers `served` as its content.
+    async fn serving(pin: &str, version: Digest, listed: &[u8], served: &[u8]) -> FakeServer {
+        let descriptor = json!({"name": "alpha", "description": "d", "location": "/srv/alpha/SKILL.md",
+            "source": "/srv", "etag": "\"t\"", "version": version.to_string()});
+        // As the query is written: form-encoded.
+        let pin = pin.replace(':', "%3A");
+        let routes = vec![
+            (format!("/skills/alpha?version={pin}"), Reply::json(200, descriptor)),
+            (format!("/skills/alpha/files?version={pin}"), Reply::json(200, listing_of(listed))),
+            (format!("/skills/alpha/content?version={pin}"), Reply::bytes(200, served)),
+        ];
+        FakeServer::routes(routes.iter().map(|(target, reply)| (target.as_str(), reply.clone())).collect()).await
+    }
+
+    fn pinned(server: &FakeServer, pin: &str) -> RemoteSkillDiscoverer {
+        RemoteSkillDiscoverer::builder(server.url())
+            .retry_policy(RetryPolicy::none())
+            .pin(SkillName::parse("alpha").unwrap(), pin)
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_pinned_read_asks_for_the_version_and_checks_the_answer_against_it() {
+        let server = serving("v1", version_of(b"# A\n"), b"# A\n", b"# A\n").await;
+        let remote = pinned(&server, "v1");
+        let skill = remote.pinned_skills().await.unwrap().remove(0);
+        assert_eq!(remote.content(&skill).await.unwrap(), "# A\n");
+        assert_eq!(remote.content(&skill).await.unwrap(), "# A\n");
+        assert_eq!(remote.pinned_version(&skill).await.unwrap(), Some(version_of(b"# A\n")));
+        let lines: Vec<String> = server.requests().iter().map(|request| request.line.clone()).collect();
+        // The descriptor and the listing once each (they never change), the content per read;
+        // no If-Match: the answer is checked, not the server asked to.
+        assert_eq!(
+            lines,
+            [
+                "GET /skills/alpha?version=v1 HTTP/1.1",
+                "GET /skills/alpha/files?version=v1 HTTP/1.1",
+                "GET /skills/alpha/content?version=v1 HTTP/1.1",
+                "GET /skills/alpha/content?version=v1 HTTP/1.1",
+            ]
+        );
+        assert!(server.requests().iter().all(|request| request.header("if-match").is_none()));
+    }
+
+    #[tokio::test]
+    async fn files_of_another_version_or_content_other_than_listed_are_a_version_mismatch() {
+        // The version resolved is A's, the files listed make B's.
+        let server = serving("v1", version_of(b"# A\n"), b"# B\n", b"# B\n").await;
+        let remote = pinned(&server, "v1");
+        let skill = remote.pinned_skills().await.unwrap().remove(0);
+        let error = remote.content(&skill).await.unwrap_err();
+        assert!(matches!(&error, ClientError::VersionMismatch { version, .. } if version == "v1"), "{error:?}");
+        assert!(remote.files(&skill).await.is_err());
+
+        // The listing is A's, the content served is B's (of the same size).
+        let server = serving("v1", version_of(b"# A\n"), b"# A\n", b"# B\n").await;
+        let remote = pinned(&server, "v1");
+        let skill = remote.pinned_skills().await.unwrap().remove(0);
+        let error = remote.load_budgeted(&skill, skillcat_core::TokenLimit::DEFAULT).await.unwrap_err();
+        assert!(error.to_string().contains("SKILL.md hashes to"), "{error}");
+
+        // A digest pin the server resolves to another version.
+        let pin = version_of(b"# A\n").to_string();
+        let server = serving(&pin, version_of(b"# B\n"), b"# B\n", b"# B\n").await;
+        let error = pinned(&server, &pin).pinned_skills().await.unwrap_err();
+        assert!(matches!(&error, ClientError::VersionMismatch { version, .. } if *version == pin), "{error:?}");
+
+        // A version the server does not have.
+        let error = pinned(&server, "v2").pinned_skills().await.unwrap_err();
+        assert!(matches!(&error, ClientError::VersionNotFound { version, .. } if version == "v2"), "{error:?}");
+    }
+}
