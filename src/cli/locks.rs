@@ -62,7 +62,8 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `skillcat outdated`: each locked skill's version against its source's current one. Exit 1
-/// when any differs (or is gone), 0 when none does, 2 when a source cannot be asked.
+/// when any differs (or is gone), 0 when none does, 2 when the lock cannot be read or a source
+/// cannot be asked.
 pub async fn outdated(args: &OutdatedArgs) -> ExitCode {
     match compare(&args.lock, args.token_file.as_deref()).await {
         Ok(0) => ExitCode::SUCCESS,

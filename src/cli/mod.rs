@@ -71,7 +71,7 @@ pub enum Command {
     Verify(locks::VerifyArgs),
     /// List the locked skills whose current version on their source differs from the lock's
     /// (or that their source no longer has). Exit 1 when any is outdated, 0 when none is, 2
-    /// when a source cannot be asked.
+    /// when the lock cannot be read or a source cannot be asked.
     Outdated(locks::OutdatedArgs),
     /// Print the budgeted load of one skill as JSON.
     Load {
