@@ -20,6 +20,7 @@ mod mcp;
 mod openapi;
 mod operators;
 mod pages;
+mod pins;
 mod reference;
 mod search;
 mod security;
