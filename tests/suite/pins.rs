@@ -167,7 +167,7 @@ async fn a_pinned_skill_is_discovered_loaded_and_downloaded_at_its_version() {
     let alpha = &skills[0];
     assert_eq!(pinned.pinned_version(alpha).await.unwrap(), Some(version));
     assert_eq!(pinned.pinned_version(&skills[1]).await.unwrap(), None);
-    assert_eq!(pinned.pinned_skills().await.unwrap(), [alpha.clone()]);
+    assert_eq!(pinned.pinned_skills().await.unwrap(), std::slice::from_ref(alpha));
 
     // The content is the folder's SKILL.md; the budgeted load is the server's own, cut from it.
     let on_disk = std::fs::read_to_string(dir.path().join("alpha/SKILL.md")).unwrap();
@@ -441,10 +441,8 @@ async fn altering_proxy(upstream: SocketAddr, altered: &'static str) -> SocketAd
             let status = answer.status();
             let headers = answer.headers().clone();
             let mut body = answer.bytes().await.expect("upstream body").to_vec();
-            if request.uri().path() == altered {
-                if let Some(last) = body.last_mut() {
-                    *last ^= 1;
-                }
+            if let Some(last) = body.last_mut().filter(|_| request.uri().path() == altered) {
+                *last ^= 1;
             }
             let mut response = Response::new(Body::from(body));
             *response.status_mut() = status;
@@ -600,4 +598,73 @@ async fn outdated_lists_the_skills_edited_since_they_were_locked() {
     app.shutdown().await.unwrap();
     let output = skillcat(&["outdated", "--lock", "skills.lock"], cwd).await;
     assert_exit(&output, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A git source's history
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_skill_is_pinned_to_an_older_commit_by_tag_and_by_digest_also_after_its_delete() {
+    use crate::support::git::Repo;
+    let dir = tempfile::tempdir().unwrap();
+    let mut repo = Repo::create(&dir.path().join("work"), &dir.path().join("served"), "skills.git");
+    write_skill(&repo.work.join("alpha"), &skill_md("alpha", "Alpha, first", "Alpha one."));
+    write_skill(&repo.work.join("beta"), &skill_md("beta", "Beta", "Beta, deleted later."));
+    let first = repo.commit_and_push("alpha one, beta");
+    repo.tag("v1", &first);
+    write_skill(&repo.work.join("alpha"), &skill_md("alpha", "Alpha, second", "Alpha two."));
+    std::fs::remove_dir_all(repo.work.join("beta")).unwrap();
+    let second = repo.commit_and_push("alpha two, no beta");
+    let old = repo.checkout(&first);
+    let (alpha_v1, beta_v1) =
+        (installed_version(old.path().join("alpha")).unwrap(), installed_version(old.path().join("beta")).unwrap());
+
+    let spec: skillcat::config::GitSpec = format!("file://{}", repo.bare.display()).parse().unwrap();
+    let source = skillcat::config::SourceConfig::git(&spec).unwrap();
+    let state = dir.path().join("state");
+    let app = TestApp::spawn_with(vec![source], |options| options.state_dir = state).await;
+    app.wait_for_catalog(|catalog| {
+        catalog["sources"].as_array().is_some_and(|sources| sources.iter().any(|source| source["commit"] == second))
+    })
+    .await;
+    assert_ne!(version_of(&app, "alpha").await, alpha_v1, "the current alpha is the second");
+
+    let pinned = remote(&app).pin(name("alpha"), "v1").pin(name("beta"), beta_v1.to_string()).build().unwrap();
+    let skills = pinned.discover().await.unwrap();
+    assert_eq!(skills.iter().map(|skill| skill.name().as_str()).collect::<Vec<_>>(), ["alpha", "beta"]);
+    assert_eq!(skills[0].description(), "Alpha, first");
+    assert_eq!(pinned.pinned_version(&skills[0]).await.unwrap(), Some(alpha_v1));
+    assert_eq!(
+        pinned.load(&skills[0]).await.unwrap(),
+        std::fs::read_to_string(old.path().join("alpha/SKILL.md")).unwrap()
+    );
+    let into = tempfile::tempdir().unwrap();
+    let done = pinned.download(&skills[1], into.path().join("beta"), false).await.unwrap();
+    assert_eq!(done.version, beta_v1);
+    // Every path, byte and executable bit of the old folder (its other mode bits are the
+    // checkout's umask).
+    assert_eq!(installed_version(into.path().join("beta")).unwrap(), beta_v1);
+
+    // The command line pins by tag and locks the digest; a frozen install gives the old tree.
+    let project = tempfile::tempdir().unwrap();
+    let cwd = project.path();
+    let url = app.url("");
+    let output = skillcat(
+        &["download", "--from", &url, "alpha", "--version", "v1", "--into", "skills", "--lock", "skills.lock"],
+        cwd,
+    )
+    .await;
+    assert_exit(&output, 0);
+    assert_eq!(Lock::read(cwd.join("skills.lock")).unwrap().get("alpha").unwrap().version, alpha_v1);
+    std::fs::remove_dir_all(cwd.join("skills/alpha")).unwrap();
+    let output = skillcat(&["download", "--frozen", "--lock", "skills.lock", "--into", "skills"], cwd).await;
+    assert_exit(&output, 0);
+    assert_eq!(installed_version(cwd.join("skills/alpha")).unwrap(), alpha_v1);
+    assert_eq!(
+        std::fs::read(cwd.join("skills/alpha/SKILL.md")).unwrap(),
+        std::fs::read(old.path().join("alpha/SKILL.md")).unwrap()
+    );
+    let output = skillcat(&["outdated", "--lock", "skills.lock"], cwd).await;
+    assert_exit(&output, 1);
+    app.shutdown().await.unwrap();
 }

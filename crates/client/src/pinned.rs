@@ -237,7 +237,7 @@ mod tests {
             "source": "/srv", "etag": "\"t\"", "version": version.to_string()});
         // As the query is written: form-encoded.
         let pin = pin.replace(':', "%3A");
-        let routes = vec![
+        let routes = [
             (format!("/skills/alpha?version={pin}"), Reply::json(200, descriptor)),
             (format!("/skills/alpha/files?version={pin}"), Reply::json(200, listing_of(listed))),
             (format!("/skills/alpha/content?version={pin}"), Reply::bytes(200, served)),
