@@ -14,11 +14,11 @@ use rmcp::schemars::JsonSchema;
 use rmcp::service::RequestContext;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use skillcat_core::TokenLimit;
+use skillcat_core::{SkillName, TokenLimit};
 
 use super::error::{ToolError, tool_error};
 use crate::app::App;
-use crate::catalog::{SearchLimit, SearchQuery, media_type};
+use crate::catalog::{CatalogError, CatalogSkill, SearchLimit, SearchQuery, media_type};
 use crate::json;
 
 /// `list_skills` takes nothing.
@@ -39,6 +39,10 @@ pub struct LoadSkill {
     #[serde(default)]
     #[schemars(with = "Option<u32>", range(min = 1, max = 100000))]
     pub token_limit: Option<TokenLimit>,
+    /// Load the skill as it was at this version: a version digest (sha256:<hex>), a commit (7 to
+    /// 40 hex digits) or a tag. Default: the current version.
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// `read_skill_file`'s input.
@@ -51,6 +55,10 @@ pub struct ReadSkillFile {
     pub name: String,
     /// The file's path relative to the skill's folder, with `/` (as SKILL.md refers to it).
     pub path: String,
+    /// Read the file as it was at this version of the skill (a version digest, a commit or a
+    /// tag). Default: the current version.
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// `search_skills`' input.
@@ -144,10 +152,23 @@ fn list_skills(app: &App) -> Result<CallToolResult, ToolError> {
     Ok(CallToolResult::success(vec![ContentBlock::text(manifest)]))
 }
 
+/// The skill `name` of the current catalog, or as it was at `version`.
+async fn skill_at(app: &App, name: &str, version: Option<&str>) -> Result<Arc<CatalogSkill>, CatalogError> {
+    let name = SkillName::parse(name).map_err(|_| CatalogError::InvalidName)?;
+    match version {
+        None => {
+            let snapshot = app.catalog.snapshot();
+            let skill = snapshot.ready()?.get(&name).ok_or(CatalogError::UnknownSkill(name))?;
+            Ok(Arc::clone(skill))
+        }
+        // Also a skill the catalog no longer has, while its history has the version.
+        Some(version) => app.catalog.pinned(&name, version).await,
+    }
+}
+
 async fn load_skill(app: &App, input: LoadSkill) -> Result<CallToolResult, ToolError> {
-    let snapshot = app.catalog.snapshot();
-    let skill = snapshot.ready()?.skill_named(&input.name)?;
-    let loaded = app.catalog.content(skill).await?.load(input.token_limit.unwrap_or_default());
+    let skill = skill_at(app, &input.name, input.version.as_deref()).await?;
+    let loaded = app.catalog.content(&skill).await?.load(input.token_limit.unwrap_or_default());
     Ok(CallToolResult::structured(serde_json::to_value(loaded).expect("load results are JSON")))
 }
 
@@ -167,11 +188,10 @@ async fn read_skill_file(
     input: ReadSkillFile,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, ToolError> {
-    let snapshot = app.catalog.snapshot();
-    let skill = snapshot.ready()?.skill_named(&input.name)?;
+    let skill = skill_at(app, &input.name, input.version.as_deref()).await?;
     let file = skill.file(&input.path)?;
     super::reserve(app, context, file.size).await?;
-    let bytes = app.catalog.file(skill, file).await?;
+    let bytes = app.catalog.file(&skill, file).await?;
     let uri = super::view::uri(skill.skill.name().as_str(), file.path.as_str());
     let content = match String::from_utf8(bytes) {
         Ok(text) => ContentBlock::text(text),

@@ -40,6 +40,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()
         .routes(routes!(catalog_page))
         .routes(routes!(skill_page))
+        .routes(routes!(versions_page))
         .routes(routes!(script))
         .routes(routes!(style))
         .merge(login::router())
@@ -170,6 +171,26 @@ async fn skill_page(
         })
         .await?;
     page.answer(&headers, &base_url(&headers))
+}
+
+/// A skill's versions: each with its commit, time and tags, and links to its pinned archive and
+/// content. Rendered for each request (a new commit or tag changes it without a new skill
+/// version).
+#[utoipa::path(get, path = "/ui/skills/{name}/versions", tag = "pages",
+    params(
+        ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
+    ),
+    responses(
+        (status = 200, description = "The skill's versions, newest first", body = String, content_type = "text/html; charset=utf-8"),
+        responses::InvalidName,
+        responses::UnknownSkill,
+        responses::Unavailable,
+    ))]
+async fn versions_page(State(app): State<Arc<App>>, SkillPath(name): SkillPath) -> Result<Response, HttpError> {
+    let versions = app.catalog.versions(&name).await?;
+    let title = format!("{name}: versions");
+    let page = templates::versions(&frame(&app, &title, templates::Live::None), &versions);
+    Ok(html(page.into_string()))
 }
 
 /// Where a skill page names the server's base URL, as rendered: a value no skill can guess (it

@@ -230,6 +230,8 @@ pub fn skill(frame: &Frame<'_>, view: &SkillPage<'_>) -> Markup {
                     Ok(files) => {
                         p {
                             a.download href={ "/skills/" (name) "/archive" } download={ (name) ".zip" } { "Download the folder (zip)" }
+                            " · "
+                            a href={ "/ui/skills/" (name) "/versions" } { "Versions" }
                         }
                         (file_tree(name, files))
                     }
@@ -421,4 +423,45 @@ fn login_form(next: &str, refused: Option<&str>) -> Markup {
             button type="submit" { "Log in" }
         }
     }
+}
+
+/// A skill's versions, newest first, each with its pinned archive and content.
+pub fn versions(frame: &Frame<'_>, versions: &crate::catalog::Versions) -> Markup {
+    let name = versions.name.as_str();
+    let time = |seconds: i64| {
+        let time = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds.max(0).unsigned_abs());
+        humantime::format_rfc3339_seconds(time).to_string()
+    };
+    let main = html! {
+        main #versions {
+            p.crumbs { a href="/" { "Catalog" } " / " a href={ "/ui/skills/" (name) } { (name) } " / versions" }
+            h1 { (name) ": versions" }
+            @if !versions.entries.iter().any(|entry| entry.current) {
+                p.note { "The catalog no longer has this skill; its history still serves these versions." }
+            }
+            table.versions {
+                thead { tr { th { "Version" } th { "Commit" } th { "Committed" } th { "Tags" } th { "" } } }
+                tbody {
+                    @for entry in &versions.entries {
+                        @let version = entry.version.to_string();
+                        tr {
+                            td.path {
+                                code title=(version) { (&version[..19]) "…" }
+                                @if entry.current { " " span.badge { "current" } }
+                            }
+                            td.path { @if let Some(commit) = &entry.commit { code title=(commit) { (&commit[..12.min(commit.len())]) } } }
+                            td { @if let Some(at) = entry.committed_at { (time(at)) } }
+                            td { @for tag in &entry.tags { code { (tag) } " " } }
+                            td {
+                                a href={ "/skills/" (name) "/archive?version=" (version) } download={ (name) ".zip" } { "zip" }
+                                " · "
+                                a href={ "/skills/" (name) "/content?version=" (version) } { "SKILL.md" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    page(frame, main)
 }
