@@ -26,4 +26,5 @@ mod search;
 mod security;
 mod spec;
 mod support;
+mod versions;
 mod wellknown;

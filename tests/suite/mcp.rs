@@ -671,3 +671,37 @@ async fn a_session_stream_ends_when_its_token_is_revoked() {
     let ended = tokio::time::timeout(DEADLINE, async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
     assert!(ended.is_ok(), "the stream outlived its token");
 }
+
+/// `load_skill` and `read_skill_file` take a version: the current one's digest reads as the
+/// current skill; any other is a tool error naming it, never the current version instead.
+#[tokio::test]
+async fn tools_read_a_version_and_refuse_one_the_skill_does_not_have() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    write(&dir.path().join("alpha/notes.txt"), b"notes\n");
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let client = connect(&app).await;
+    let entry: Value = app.skill("alpha").await.json().await.expect("JSON");
+    let version = entry["version"].as_str().expect("a version");
+    let current = call(&client, "load_skill", json!({"name": "alpha"})).await;
+    let pinned = call(&client, "load_skill", json!({"name": "alpha", "version": version})).await;
+    assert_eq!(pinned.is_error, Some(false));
+    assert_eq!(pinned.structured_content, current.structured_content);
+    let file =
+        call(&client, "read_skill_file", json!({"name": "alpha", "path": "notes.txt", "version": version})).await;
+    assert_eq!(text(&file), "notes\n");
+    let other = format!("sha256:{}", "0".repeat(64));
+    for (tool, arguments) in [
+        ("load_skill", json!({"name": "alpha", "version": other})),
+        ("read_skill_file", json!({"name": "alpha", "path": "notes.txt", "version": "v1"})),
+    ] {
+        let refused = call(&client, tool, arguments).await;
+        assert_eq!(refused.is_error, Some(true), "{tool}");
+        assert!(text(&refused).contains("has no version"), "{tool}: {}", text(&refused));
+    }
+    let malformed = call(&client, "load_skill", json!({"name": "alpha", "version": "a..b"})).await;
+    assert_eq!(malformed.is_error, Some(true));
+    assert!(text(&malformed).starts_with("a version is a digest"), "{}", text(&malformed));
+    client.cancel().await.expect("close");
+    app.shutdown().await.expect("shutdown");
+}
