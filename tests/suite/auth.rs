@@ -121,7 +121,7 @@ async fn every_route_but_the_probes_requires_a_valid_bearer_token() {
     let (_tokens, path) = token_file("# tokens\nfirst-token\nsecond.token~+/==\n");
     let app = serve(dir.path(), &path).await;
     let operations = operations();
-    assert_eq!(operations.len(), 25, "{operations:?}");
+    assert_eq!(operations.len(), 27, "{operations:?}");
     let open: Vec<&str> = operations.iter().filter(|(_, _, open)| *open).map(|(_, path, _)| path.as_str()).collect();
     // The probes, the git webhook (its own secret authenticates it), and the login form with its
     // script and style sheet.
