@@ -27,6 +27,13 @@ SCALE_MEMORY_MAX_MIB = {10_000: 40.0, 100_000: 300.0}
 # Row i (bench/git_freshness.py): a push's webhook -> visible, and a restart on the state dir.
 GIT_FRESHNESS_MAX_P99_MS = 2000.0
 GIT_RESTART_MAX_MS = 3000.0
+# Row j (bench/versions.py): a git source's versions at 10,000 skills and 2,000 commits.
+VERSIONS_FIRST_MAX_P95_MS = 200.0
+VERSIONS_REPEATED_MAX_P95_MS = 5.0
+PINNED_LOAD_MAX_RATIO = 2.0
+HISTORY_MEMORY_MAX_RATIO = 1.5
+# Every row of bench/run.
+ALL_ROWS = "abcdefghij"
 
 HTTP_CASES = {
     "get": ("a", "GET /skills, identity"),
@@ -105,7 +112,7 @@ def http_rows(result: dict) -> list[dict]:
 
 
 def rows(results: dict, errors: dict[str, str]) -> list[dict]:
-    """Every row, in the order a-i; a row that could not run says why."""
+    """Every row, in the order a-j; a row that could not run says why."""
     table: list[dict] = []
 
     def failed(row_id: str, what: str, group: str) -> None:
@@ -218,6 +225,7 @@ def rows(results: dict, errors: dict[str, str]) -> list[dict]:
             })
     table.extend(scale_rows(results.get("scale"), errors))
     table.extend(git_rows(results, errors))
+    table.extend(versions_rows(results, errors))
     return table
 
 
@@ -329,6 +337,75 @@ def git_rows(results: dict, errors: dict[str, str]) -> list[dict]:
     return table
 
 
+def versions_rows(results: dict, errors: dict[str, str]) -> list[dict]:
+    """Row j (bench/versions.py): a git source of 10,000 skills and 2,000 commits: the history's
+    build (information), the first and a repeated /versions, a pinned load against a current one,
+    and the memory with history = 1000 against history = 1."""
+    table = []
+    versions = results.get("versions")
+    if versions:
+        runs = versions["runs"]
+        full, bare = runs[f"history-{versions['history']}"], runs["history-1"]
+        label = (f"{versions['skills']:,} skills, {versions['commits']:,} commits, "
+                 f"history = {versions['history']:,}")
+        ready = full["history_ready"]
+        build = f"; the build {ready['build_ms']:,.0f} ms" if ready.get("build_ms") is not None else ""
+        table.append({
+            "id": "j", "what": f"git source, start → history ready ({label}; information)",
+            "skillcat": f"history built {ready['ready_ms']:,.0f} ms after the start{build}",
+            "reference": f"/readyz 200 after {ready['readyz_ms']:,.0f} ms",
+            "ratio": "—", "target": "—", "verdict": "info", "value": ready["ready_ms"],
+        })
+        first, per = full["first_versions_ms"], full["versions_per_skill"]
+        table.append({
+            "id": "j", "what": f"first GET /skills/{{name}}/versions of a skill ({label})",
+            "skillcat": (f"p50 {first['p50']:.1f} ms, p95 {first['p95']:.1f} ms, max {first['max']:.1f} ms "
+                         f"({first['count']} skills, each once)"),
+            "reference": (f"{per['mean']:.1f} versions per skill (at most {per['max']}; "
+                          f"{per['with_older']} skills with older ones)"),
+            "ratio": "—", "target": f"p95 ≤ {VERSIONS_FIRST_MAX_P95_MS:.0f} ms",
+            "verdict": verdict(first["p95"] <= VERSIONS_FIRST_MAX_P95_MS), "value": first["p95"],
+        })
+        again = full["repeated_versions_ms"]
+        table.append({
+            "id": "j", "what": f"repeated GET /skills/{{name}}/versions of a skill ({label})",
+            "skillcat": (f"p50 {again['p50']:.2f} ms, p95 {again['p95']:.2f} ms, max {again['max']:.2f} ms "
+                         f"({again['count']} requests over {full['repeated_skills']} skills)"),
+            "reference": "—", "ratio": "—", "target": f"p95 ≤ {VERSIONS_REPEATED_MAX_P95_MS:.0f} ms",
+            "verdict": verdict(again["p95"] <= VERSIONS_REPEATED_MAX_P95_MS), "value": again["p95"],
+        })
+        current, pinned = full["load_current_ms"], full["load_pinned_ms"]
+        ratio = pinned["p50"] / current["p50"]
+        cpu_ratio = (full["load_pinned_cpu_us"] / full["load_current_cpu_us"]
+                     if full["load_current_cpu_us"] else float("nan"))
+        table.append({
+            "id": "j", "what": f"POST /skills/{{name}}/load?version=(an older digest) vs the current load ({label})",
+            "skillcat": (f"pinned p50 {pinned['p50']:.2f} ms, p95 {pinned['p95']:.2f} ms; "
+                         f"{full['load_pinned_cpu_us']:.0f} µs CPU/request"),
+            "reference": (f"current p50 {current['p50']:.2f} ms, p95 {current['p95']:.2f} ms; "
+                          f"{full['load_current_cpu_us']:.0f} µs CPU/request "
+                          f"({len(full['pinned_plan'])} skills, {pinned['count']} requests of each)"),
+            "ratio": f"{ratio:.2f}× (p50); p95 {pinned['p95'] / current['p95']:.2f}×; CPU {cpu_ratio:.2f}×",
+            "target": f"≤ {PINNED_LOAD_MAX_RATIO:.0f}× (p50)",
+            "verdict": verdict(ratio <= PINNED_LOAD_MAX_RATIO), "value": ratio,
+        })
+        ours, theirs = full["memory_kib"], bare["memory_kib"]
+        rss_ratio, hwm_ratio = ours["VmRSS"] / theirs["VmRSS"], ours["VmHWM"] / theirs["VmHWM"]
+        table.append({
+            "id": "j", "what": f"memory with the history vs without (history = 1), after the same requests ({label})",
+            "skillcat": f"history = {versions['history']:,}: VmRSS {ours['VmRSS'] / MIB:.1f} MiB, VmHWM {ours['VmHWM'] / MIB:.1f} MiB",
+            "reference": f"history = 1: VmRSS {theirs['VmRSS'] / MIB:.1f} MiB, VmHWM {theirs['VmHWM'] / MIB:.1f} MiB",
+            "ratio": f"VmRSS {rss_ratio:.2f}×; VmHWM {hwm_ratio:.2f}×",
+            "target": f"VmRSS ≤ {HISTORY_MEMORY_MAX_RATIO:.1f}×",
+            "verdict": verdict(rss_ratio <= HISTORY_MEMORY_MAX_RATIO), "value": rss_ratio,
+        })
+    if "j" in errors:
+        table.append({"id": "j", "what": "git source versions at 10,000 skills and 2,000 commits", "skillcat": "—",
+                      "reference": "—", "ratio": "—", "target": "—", "verdict": "error",
+                      "error": errors["j"].splitlines()[0][:200]})
+    return table
+
+
 def size_text(length: int) -> str:
     return f"{length / 1024 / 1024:.1f} MiB" if length >= 1024 * 1024 else f"{length / 1024:.0f} KiB"
 
@@ -365,7 +442,7 @@ def describe(info: dict) -> list[str]:
     settings = info["settings"]
     lines = [
         f"Run: {info['started']}, `bench/run`{' --quick' if info['mode'] == 'quick' else ''} "
-        f"({info['mode']}{', rows ' + info['rows'] if info['rows'] != 'abcdefghi' else ''}), "
+        f"({info['mode']}{', rows ' + info['rows'] if info['rows'] != ALL_ROWS else ''}), "
         f"{info['elapsed_s'] / 60:.1f} min; commit {machine['commit']}.",
         f"Machine: {machine['cpu']}; {machine['usable_cores']} usable cores (of {machine['cores']}); "
         f"{machine['kernel']}; {machine['memory']} memory; load average {info['load_at_start']} at the start, "
