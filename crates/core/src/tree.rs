@@ -25,6 +25,8 @@ use crate::pystr;
 use crate::skill::Skill;
 
 const MAX_DIAGNOSTICS: usize = 20;
+/// The most skills a folder kept in a [`WalkMemo`] may hold.
+const MEMO_MAX_SKILLS: usize = 32;
 const ENTRY_LIMIT: &str = "discovery entry limit reached; increase max_entries";
 const DEPTH_LIMIT: &str = "discovery depth/entry limit reached";
 
@@ -217,10 +219,13 @@ fn walk<S: TreeStore>(
     while let Some(frame) = stack.last_mut() {
         let Some(entry) = frame.entries.next() else {
             let frame = stack.pop().expect("a frame");
-            // The root changes with every tree: only folders beneath it are worth keeping.
+            // The root changes with every tree: only folders beneath it are worth keeping; and
+            // only folders of a few skills: a folder of many (a repository's `skills/`) changes
+            // with any of them, and a copy of its list per tree would be a catalog per commit.
             if let Some(memo) = memo.as_deref_mut()
                 && !limited
                 && !stack.is_empty()
+                && found.len() - frame.first_found <= MEMO_MAX_SKILLS
             {
                 let walked = Walked {
                     found: found[frame.first_found..].to_vec(),

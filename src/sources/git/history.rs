@@ -19,6 +19,10 @@ use crate::sources::{HistoryEntry, Opened, PinError, Source, VersionSpec, run_bl
 
 /// How many skills' folders (with their listings) are kept once found.
 const KEPT_FOLDERS: usize = 4096;
+/// The most skill versions a history keeps: this many per skill of its head's catalog, and this
+/// many more. A history that would keep more starts at a later commit.
+const MAX_STATES_PER_SKILL: usize = 8;
+const MIN_STATES: usize = 10_000;
 
 /// One commit of the history.
 struct Commit {
@@ -57,6 +61,8 @@ pub(super) struct History {
     start: usize,
     index: HashMap<ObjectId, usize>,
     runs: HashMap<SkillName, Vec<Run>>,
+    /// How many runs hold a skill.
+    states: usize,
     /// The head's catalog, by name: what a history extended from this one starts from.
     newest: HashMap<SkillName, Arc<TreeSkill<ObjectId>>>,
     /// Tags, by commit, sorted; and each tag's commit.
@@ -102,6 +108,7 @@ impl History {
                         (name.clone(), runs)
                     })
                     .collect(),
+                states: previous.states,
                 newest: previous.newest.clone(),
                 tags: HashMap::new(),
                 tagged: HashMap::new(),
@@ -115,6 +122,7 @@ impl History {
                 start: 0,
                 index: HashMap::new(),
                 runs: HashMap::new(),
+                states: 0,
                 newest: HashMap::new(),
                 tags: HashMap::new(),
                 tagged: HashMap::new(),
@@ -149,8 +157,13 @@ impl History {
                 }
             }
             history.change_to(catalog, at);
+            // Commits that rewrite every skill would keep a copy of the catalog each: past a few
+            // catalogs' worth of versions the history starts later instead.
+            if history.states > MAX_STATES_PER_SKILL * history.newest.len() + MIN_STATES {
+                history.trim(at);
+            }
         }
-        history.start = history.commits.len().saturating_sub(bound);
+        history.trim(history.commits.len().saturating_sub(bound));
         history.tag(&repo);
         Ok(history)
     }
@@ -162,6 +175,7 @@ impl History {
             let same = self.newest.get(name).is_some_and(|known| Arc::ptr_eq(known, skill) || same_skill(known, skill));
             if !same {
                 self.runs.entry(name.clone()).or_default().push(Run { from: at, state: Some(Arc::clone(skill)) });
+                self.states += 1;
             }
         }
         for name in self.newest.keys() {
@@ -170,6 +184,26 @@ impl History {
             }
         }
         self.newest = catalog;
+    }
+
+    /// Starts the history at commit `start`: what only older commits had is forgotten.
+    fn trim(&mut self, start: usize) {
+        if start <= self.start {
+            return;
+        }
+        self.start = start;
+        let mut states = 0;
+        self.runs.retain(|_, runs| {
+            // The run in force at `start` begins there; those before it go.
+            let first = runs.partition_point(|run| run.from <= start).saturating_sub(1);
+            runs.drain(..first);
+            if let Some(run) = runs.first_mut() {
+                run.from = run.from.max(start);
+            }
+            states += runs.iter().filter(|run| run.state.is_some()).count();
+            runs.iter().any(|run| run.state.is_some())
+        });
+        self.states = states;
     }
 
     /// The tags of the repository, by commit (tags of objects other than commits are left out).
@@ -301,22 +335,16 @@ impl History {
                 true => self.tagged_commit(inner, prefix)?,
                 false => {
                     let window = self.window();
-                    let mut matching = self.commits[window.clone()]
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, commit)| commit.id.to_string().starts_with(prefix.as_str()));
-                    match (matching.next(), matching.count()) {
-                        (None, _) => {
+                    match matching(&self.commits[window.clone()], prefix) {
+                        Ok(at) => window.start + at,
+                        Err(0) => {
                             return Err(PinError::NotFound(format!(
                                 "no commit {prefix} in the last {} of {}",
                                 window.len(),
                                 inner.label
                             )));
                         }
-                        (Some((at, _)), 0) => window.start + at,
-                        (Some(_), more) => {
-                            return Err(PinError::Ambiguous { prefix: prefix.clone(), count: more + 1 });
-                        }
+                        Err(count) => return Err(PinError::Ambiguous { prefix: prefix.clone(), count }),
                     }
                 }
             },
@@ -341,6 +369,17 @@ impl History {
             .copied()
             .filter(|at| self.window().contains(at))
             .ok_or_else(|| PinError::NotFound(format!("the tag {tag} is not on the history of {}", inner.label)))
+    }
+}
+
+/// The index of the one commit of `commits` whose id begins with `prefix` (lowercase hex), or
+/// how many do (0 or several).
+fn matching(commits: &[Commit], prefix: &str) -> Result<usize, usize> {
+    let mut found = commits.iter().enumerate().filter(|(_, commit)| commit.id.to_string().starts_with(prefix));
+    match (found.next(), found.count()) {
+        (Some((at, _)), 0) => Ok(at),
+        (None, _) => Err(0),
+        (Some(_), more) => Err(more + 1),
     }
 }
 
@@ -430,5 +469,25 @@ impl Source for PinnedReader {
         path: &skillcat_core::SkillFilePath,
     ) -> Result<Opened, skillcat_core::SkillError> {
         self.inner.open_blob(self.blob(skill, path)?).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_prefix_names_one_commit_or_says_how_many_it_matches() {
+        let commit = |hex: &str| Commit { id: ObjectId::from_hex(hex.as_bytes()).expect("hex"), time: 0 };
+        let commits = [
+            commit("abcdef0123456789abcdef0123456789abcdef01"),
+            commit("abcdef0fffffffffffffffffffffffffffffffff"),
+            commit("abcdef1123456789abcdef0123456789abcdef01"),
+        ];
+        assert_eq!(matching(&commits, "abcdef0"), Err(2));
+        assert_eq!(matching(&commits, "abcdef01"), Ok(0));
+        assert_eq!(matching(&commits, "abcdef1"), Ok(2));
+        assert_eq!(matching(&commits, "abcdef0fffffffffffffffffffffffffffffffff"), Ok(1));
+        assert_eq!(matching(&commits, "0000000"), Err(0));
     }
 }
