@@ -58,6 +58,9 @@ pub enum HttpError {
     RangeNotSatisfiable(u64),
     #[error("no such route")]
     RouteNotFound,
+    /// A `cursor` of a list that changed since it was given (or that was never given).
+    #[error("the list changed since this cursor was given, or it was never given: list again without a cursor")]
+    StaleCursor,
     /// A page of the catalog past its last: how many pages it has.
     #[error("the catalog has {0} pages of skills")]
     PageNotFound(usize),
@@ -129,6 +132,7 @@ impl HttpError {
                 (StatusCode::RANGE_NOT_SATISFIABLE, "range-not-satisfiable", "Range not satisfiable")
             }
             RouteNotFound => (StatusCode::NOT_FOUND, "not-found", "Not found"),
+            StaleCursor => (StatusCode::CONFLICT, "stale-cursor", "Stale cursor"),
             PageNotFound(_) => (StatusCode::NOT_FOUND, "page-not-found", "No such page"),
             MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed"),
             PreconditionFailed | NoMatchingRepresentation => {

@@ -24,7 +24,7 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
 #[utoipa::path(get, path = "/skills/{name}/files", tag = "files",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year. A version the skill does not have is 404 `version-not-found`", min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"),
         ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
@@ -74,7 +74,7 @@ impl<S: Send + Sync> FromRequestParts<S> for FileRoute {
 #[utoipa::path(get, path = "/skills/{name}/files/{*path}", tag = "files",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year. A version the skill does not have is 404 `version-not-found`", min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"),
         ("path" = String, Path, description = "The file's path in the listing, relative to the skill's folder"),
         ("If-None-Match" = Option<String>, Header, description = "The file's digest as a tag; 304 if it is current"),
         ("Range" = Option<String>, Header, description = "One byte range (`bytes=0-99`); more than one is answered whole"),
@@ -110,7 +110,7 @@ async fn get_file(
 #[utoipa::path(get, path = "/skills/{name}/archive", tag = "files",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year. A version the skill does not have is 404 `version-not-found`", min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"),
         ("If-None-Match" = Option<String>, Header, description = "The archive's digest as a tag; 304 if it is current"),
     ),
     responses(

@@ -49,7 +49,7 @@ async fn list_skills(State(app): State<Arc<App>>, Headers(headers): Headers) -> 
 #[utoipa::path(get, path = "/skills/{name}", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year. A version the skill does not have is 404 `version-not-found`", min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"),
         ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
@@ -78,7 +78,7 @@ async fn get_skill(
 #[utoipa::path(get, path = "/skills/{name}/content", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year. A version the skill does not have is 404 `version-not-found`", min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"),
         ("If-None-Match" = Option<String>, Header, description = "Tags from earlier answers; 304 if one is current"),
     ),
     responses(
@@ -191,7 +191,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 #[utoipa::path(post, path = "/skills/{name}/load", tag = "skills",
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
-        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year"),
+        ("version" = Option<String>, Query, description = "Read the skill as it was at this version: a version digest (`sha256:<hex>`), a commit (7 to 40 hex digits) or a tag. The answer is immutable: tagged with the version, cacheable for a year. A version the skill does not have is 404 `version-not-found`", min_length = 1, max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"),
     ),
     request_body(content = LoadRequest, content_type = "application/json", description = "Optional: an empty body (or no token_limit) takes the default limit of 10000"),
     responses(

@@ -58,14 +58,14 @@ impl<S: Send + Sync> FromRequestParts<S> for Page {
             {
                 Some(cursor)
             }
-            Some(_) => return Err(invalid_cursor()),
+            Some(_) => {
+                return Err(HttpError::InvalidQuery(
+                    "`cursor` is the `next_cursor` of a page: 64 lowercase hex digits".to_owned(),
+                ));
+            }
         };
         Ok(Page { limit, after })
     }
-}
-
-fn invalid_cursor() -> HttpError {
-    HttpError::InvalidQuery("`cursor` is not one this server gave for this skill's versions".to_owned())
 }
 
 /// The body of `GET /skills/{name}/versions`.
@@ -121,11 +121,12 @@ impl<'a> VersionBody<'a> {
     params(
         ("name" = String, Path, description = "The skill's name", pattern = "^[A-Za-z0-9_-]{1,64}$"),
         ("limit" = Option<u32>, Query, description = "The most versions to answer", minimum = 1, maximum = 1000, example = 100),
-        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before"),
+        ("cursor" = Option<String>, Query, description = "The `next_cursor` of the page before", pattern = "^[0-9a-f]{64}$"),
     ),
     responses(
         (status = 200, description = "The versions, newest first", body = VersionsBody),
-        (status = 400, description = "Invalid skill name; `limit` not an integer from 1 to 1000; a cursor this server did not give", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid skill name; `limit` not an integer from 1 to 1000; a `cursor` that is not 64 lowercase hex digits", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The versions changed since the cursor was given (say, by a force-push), or it was never given: list them again without a cursor (`stale-cursor`)", body = Problem, content_type = "application/problem+json"),
         responses::UnknownSkill,
         responses::Unavailable,
     ))]
@@ -139,7 +140,7 @@ async fn list_versions(
         None => 0,
         Some(after) => {
             let at = entries.iter().position(|entry| entry.version.to_string().ends_with(after.as_str()));
-            at.ok_or_else(invalid_cursor)? + 1
+            at.ok_or(HttpError::StaleCursor)? + 1
         }
     };
     let shown = &entries[start..entries.len().min(start + page.limit)];

@@ -9,8 +9,9 @@ use skillcat_core::{ContentVersion, Digest, FileListing, Skill};
 
 use super::Source;
 
-/// The longest a tag name may be (git refuses longer ref names on most file systems).
-const MAX_TAG_BYTES: usize = 255;
+/// The longest a version may be, in characters (git refuses longer ref names on most file
+/// systems).
+pub const MAX_VERSION_CHARS: usize = 255;
 
 /// What `?version=` names: a version digest, a commit (7 to 40 hex digits, a prefix of one), or
 /// a tag.
@@ -19,27 +20,36 @@ pub enum VersionSpec {
     Digest(Digest),
     /// Lowercase hex; may also be a tag of that name, which is tried first.
     Commit(String),
+    /// Anything else, which only a tag can name (if it is a valid tag name at all).
     Tag(String),
 }
 
-/// Why a text names no version.
+/// Why a text cannot name a version: empty, too long, or holding a control character.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a version is a digest (sha256: and 64 hex digits), a commit id (7 to 40 hex digits) or a tag name; got {0:?}")]
+#[error(
+    "a version is 1 to 255 characters without control characters: a digest (sha256: and 64 hex digits), a commit id (7 to 40 hex digits) or a tag name; got {0:?}"
+)]
 pub struct InvalidVersion(pub String);
 
 impl VersionSpec {
+    /// Only what no version can be is invalid; anything else names a version that exists or not
+    /// (a text that is neither a digest nor a commit id is a tag's name, found or not).
     pub fn parse(text: &str) -> Result<Self, InvalidVersion> {
-        let invalid = || InvalidVersion(text.chars().take(100).collect());
-        if text.starts_with(Digest::PREFIX) {
-            return Digest::parse(text).map(VersionSpec::Digest).map_err(|_| invalid());
+        if text.is_empty() || text.chars().count() > MAX_VERSION_CHARS || text.chars().any(char::is_control) {
+            return Err(InvalidVersion(text.chars().take(100).collect()));
+        }
+        if let Ok(digest) = Digest::parse(text) {
+            return Ok(VersionSpec::Digest(digest));
         }
         if (7..=40).contains(&text.len()) && text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
             return Ok(VersionSpec::Commit(text.to_ascii_lowercase()));
         }
-        if text.len() > MAX_TAG_BYTES || gix::validate::reference::name_partial(text.as_bytes().into()).is_err() {
-            return Err(invalid());
-        }
         Ok(VersionSpec::Tag(text.to_owned()))
+    }
+
+    /// Whether `tag` could be a tag's name: a text no tag can have names no version.
+    pub fn tag_name(tag: &str) -> bool {
+        gix::validate::reference::name_partial(tag.as_bytes().into()).is_ok()
     }
 }
 
@@ -104,21 +114,17 @@ mod tests {
         assert_eq!(VersionSpec::parse("release/2026"), Ok(VersionSpec::Tag("release/2026".to_owned())));
         // Six hex digits are too few for a commit, but make a tag name.
         assert_eq!(VersionSpec::parse("abcdef"), Ok(VersionSpec::Tag("abcdef".to_owned())));
-        for bad in [
-            "",
-            "sha256:",
-            "sha256:xyz",
-            &format!("sha256:{}", "AB".repeat(32)),
-            "a..b",
-            "a b",
-            "x.lock",
-            "/x",
-            "a\u{0}b",
-            "a~1",
-            "@{u}",
-            &"t".repeat(300),
-        ] {
+        // A malformed digest or a name no tag can have is a tag that is not found.
+        for unfound in
+            ["sha256:", "sha256:xyz", &format!("sha256:{}", "AB".repeat(32)), "a..b", "a b", "x.lock", "@{u}"]
+        {
+            assert_eq!(VersionSpec::parse(unfound), Ok(VersionSpec::Tag(unfound.to_owned())), "{unfound:?}");
+            assert!(!VersionSpec::tag_name(unfound), "{unfound:?}");
+        }
+        assert!(VersionSpec::tag_name("v1.2.0") && VersionSpec::tag_name("release/2026"));
+        for bad in ["", "a\u{0}b", "tab\there", "\u{85}", &"t".repeat(256)] {
             assert!(VersionSpec::parse(bad).is_err(), "{bad:?}");
         }
+        assert!(VersionSpec::parse(&"é".repeat(255)).is_ok(), "255 characters, more bytes");
     }
 }

@@ -419,11 +419,13 @@ async fn bad_versions_limits_and_cursors_are_client_errors() {
     let huge = "9".repeat(400);
     let cases: Vec<(String, u16, &str)> = vec![
         ("/skills/alpha?version=".into(), 400, "invalid-version"),
-        ("/skills/alpha?version=sha256:zz".into(), 400, "invalid-version"),
-        ("/skills/alpha/content?version=a..b".into(), 400, "invalid-version"),
         ("/skills/alpha/files?version=%00".into(), 400, "invalid-version"),
+        ("/skills/alpha/files?version=a%09b".into(), 400, "invalid-version"),
         (format!("/skills/alpha/archive?version={huge}"), 400, "invalid-version"),
         ("/skills/alpha/files/SKILL.md?version=v1&version=v1".into(), 400, "invalid-query"),
+        // Anything else names a version the skill has or not.
+        ("/skills/alpha?version=sha256:zz".into(), 404, "version-not-found"),
+        ("/skills/alpha/content?version=a..b".into(), 404, "version-not-found"),
         (format!("/skills/alpha?version=sha256:{}", "0".repeat(64)), 404, "version-not-found"),
         ("/skills/alpha?version=v9".into(), 404, "version-not-found"),
         ("/skills/alpha?version=0000000".into(), 404, "version-not-found"),
@@ -434,8 +436,11 @@ async fn bad_versions_limits_and_cursors_are_client_errors() {
         (format!("/skills/alpha/versions?limit={huge}"), 400, "invalid-query"),
         ("/skills/alpha/versions?limit=-1".into(), 400, "invalid-query"),
         ("/skills/alpha/versions?cursor=zz".into(), 400, "invalid-query"),
-        (format!("/skills/alpha/versions?cursor={}", "ab".repeat(32)), 400, "invalid-query"),
+        ("/skills/alpha/versions?cursor=".into(), 400, "invalid-query"),
         (format!("/skills/alpha/versions?cursor={}", "AB".repeat(32)), 400, "invalid-query"),
+        // A cursor of the right form that names no version listed: the list changed, or it was
+        // never given.
+        (format!("/skills/alpha/versions?cursor={}", "ab".repeat(32)), 409, "stale-cursor"),
     ];
     for (path, status, kind) in cases {
         let (got, body) = get_json(&client, &server, &path).await;
@@ -443,7 +448,10 @@ async fn bad_versions_limits_and_cursors_are_client_errors() {
         assert!(body["type"].as_str().is_some_and(|found| found.ends_with(&format!(":{kind}"))), "{path}: {body}");
     }
     let load = client.post(server.url("/skills/alpha/load?version=nope..")).send().await.expect("POST");
-    assert_eq!(load.status(), 400);
+    assert_eq!(load.status(), 404);
+    let (status, body) = get_json(&client, &server, "/skills/alpha?version=a..b").await;
+    assert_eq!(status, 404);
+    assert!(body["detail"].as_str().is_some_and(|detail| detail.contains("is not a version digest")), "{body}");
     // A pinned load: the version's content, tagged with it; If-None-Match does not apply to it.
     let (_, body) = get_json(&client, &server, "/skills/alpha?version=v1").await;
     let version = body["version"].as_str().expect("a version").to_owned();

@@ -362,8 +362,10 @@ impl History {
 
     /// The index of the commit `tag` points at, if the window has it.
     fn tagged_commit(&self, inner: &Inner, tag: &str) -> Result<usize, PinError> {
-        let commit =
-            self.tagged.get(tag).ok_or_else(|| PinError::NotFound(format!("no tag {tag} in {}", inner.label)))?;
+        let commit = self.tagged.get(tag).ok_or_else(|| match VersionSpec::tag_name(tag) {
+            true => PinError::NotFound(format!("no tag {tag} in {}", inner.label)),
+            false => PinError::NotFound(format!("{tag:?} is not a version digest, a commit id or a tag name")),
+        })?;
         self.index
             .get(commit)
             .copied()
