@@ -26,5 +26,6 @@ mod search;
 mod security;
 mod spec;
 mod support;
+mod usage;
 mod versions;
 mod wellknown;
