@@ -22,6 +22,7 @@ mod operators;
 mod pages;
 mod pins;
 mod reference;
+mod repository;
 mod search;
 mod security;
 mod spec;
