@@ -6,6 +6,7 @@ use tokio::sync::watch;
 
 use crate::auth::{TokenStore, WebhookSecret};
 use crate::catalog::LiveCatalog;
+use crate::config::PublicUrl;
 use crate::limits::{AnswerBytes, StreamSlots};
 use crate::observability::Metrics;
 
@@ -23,4 +24,7 @@ pub struct App {
     pub answers: Arc<AnswerBytes>,
     /// The secret of `POST /hooks/git`, when webhooks are enabled.
     pub webhook_secret: Option<WebhookSecret>,
+    /// The URL clients reach the server at, when configured; otherwise each request's own
+    /// (`crate::http::base_url`).
+    pub public_url: Option<PublicUrl>,
 }

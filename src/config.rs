@@ -89,11 +89,69 @@ impl std::str::FromStr for GitSpec {
     }
 }
 
+/// The URL clients reach the server at (`--public-url`, `public_url`): `http` or `https`, a host
+/// and an optional port, nothing after it but an optional `/`. Kept without the `/`, so that a
+/// path appends to it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct PublicUrl(Box<str>);
+
+/// A `--public-url` that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected http://HOST[:PORT] or https://HOST[:PORT], such as https://skills.example.com")]
+pub struct InvalidPublicUrl;
+
+impl PublicUrl {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for PublicUrl {
+    type Err = InvalidPublicUrl;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let rest = text.strip_prefix("https://").or_else(|| text.strip_prefix("http://")).ok_or(InvalidPublicUrl)?;
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        let (host, port) = match authority.rsplit_once(':') {
+            // An IPv6 address's own colons are inside its brackets.
+            Some((host, port)) if !port.contains(']') => (host, Some(port)),
+            _ => (authority, None),
+        };
+        let host_ok = if let Some(inner) = host.strip_prefix('[').and_then(|host| host.strip_suffix(']')) {
+            inner.parse::<std::net::Ipv6Addr>().is_ok()
+        } else {
+            !host.is_empty() && host.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"-._".contains(&byte))
+        };
+        let port_ok = port.is_none_or(|port| port.parse::<u16>().is_ok_and(|port| port > 0));
+        if !(host_ok && port_ok) {
+            return Err(InvalidPublicUrl);
+        }
+        Ok(PublicUrl(text.strip_suffix('/').unwrap_or(text).into()))
+    }
+}
+
+impl TryFrom<String> for PublicUrl {
+    type Error = InvalidPublicUrl;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        text.parse()
+    }
+}
+
+impl std::fmt::Display for PublicUrl {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
 /// The `--config` file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     pub listen: Option<crate::listen::ListenAddr>,
+    /// The URL clients reach the server at (`--public-url` wins).
+    pub public_url: Option<PublicUrl>,
     /// Where git sources keep their mirrors (`--state-dir` wins).
     pub state_dir: Option<PathBuf>,
     /// The secret of `POST /hooks/git` (`--webhook-secret-file` wins).
@@ -533,6 +591,38 @@ mod tests {
         assert!(message.contains("missing field `roots`"), "{message}");
         let (line, message) = error_at("[[sources]]\nkind = \"directory\"\nroots = [\"a\"]\nmax_depth = -1\n");
         assert_eq!(line, 4, "{message}");
+    }
+
+    #[test]
+    fn a_public_url_is_a_scheme_a_host_and_a_port() {
+        for (text, kept) in [
+            ("https://skills.example.com", "https://skills.example.com"),
+            ("https://skills.example.com/", "https://skills.example.com"),
+            ("http://catalog:8080", "http://catalog:8080"),
+            ("http://[::1]:8080/", "http://[::1]:8080"),
+            ("http://10.0.0.7", "http://10.0.0.7"),
+        ] {
+            assert_eq!(text.parse::<PublicUrl>().map(|url| url.to_string()), Ok(kept.to_owned()), "{text}");
+        }
+        for text in [
+            "skills.example.com",
+            "ftp://skills.example.com",
+            "https://",
+            "https://skills.example.com/catalog",
+            "https://skills.example.com?x=1",
+            "https://skills.example.com:0",
+            "https://skills.example.com:http",
+            "https://user@skills.example.com",
+            "https://[not-v6]:80",
+            "https://a b",
+        ] {
+            assert_eq!(text.parse::<PublicUrl>(), Err(InvalidPublicUrl), "{text}");
+        }
+        let file: ConfigFile = toml::from_str("public_url = \"https://skills.example.com/\"").unwrap();
+        assert_eq!(file.public_url.unwrap().as_str(), "https://skills.example.com");
+        let (line, message) = error_at("\npublic_url = \"skills.example.com\"\n");
+        assert_eq!(line, 2);
+        assert!(message.contains("https://HOST"), "{message}");
     }
 
     #[test]

@@ -204,6 +204,76 @@ pub struct Metrics {
     pub mcp: McpRequests,
     /// Fetches of git sources, by source label.
     git: Mutex<BTreeMap<String, GitFetches>>,
+    /// Loads of each skill of the current catalog, by surface.
+    skill_loads: Mutex<SkillLoads>,
+}
+
+/// Where a skill was loaded through: each of these is counted in `skillcat_skill_loads_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// `POST /skills/{name}/load`: a budgeted load.
+    Load,
+    /// `GET /skills/{name}/content`: the whole `SKILL.md`.
+    Content,
+    /// `GET /skills/{name}/files/SKILL.md`: the file an installer downloads for a skill of one file.
+    File,
+    /// `GET /skills/{name}/archive`: the zip of the folder.
+    Archive,
+    /// `GET /.well-known/skills/{name}/SKILL.md`: an install through the older well-known index.
+    WellKnown,
+    /// MCP: the `load_skill` tool, or `resources/read` of a skill's `SKILL.md`.
+    Mcp,
+}
+
+impl Surface {
+    pub const ALL: [Surface; 6] =
+        [Surface::Load, Surface::Content, Surface::File, Surface::Archive, Surface::WellKnown, Surface::Mcp];
+
+    /// The value of the `surface` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Surface::Load => "load",
+            Surface::Content => "content",
+            Surface::File => "file",
+            Surface::Archive => "archive",
+            Surface::WellKnown => "well-known",
+            Surface::Mcp => "mcp",
+        }
+    }
+
+    /// Whether a load through this surface is an installer's download (what `/api/search`
+    /// counts as installs): an archive, or a `SKILL.md` downloaded as a file.
+    pub fn is_install(self) -> bool {
+        matches!(self, Surface::File | Surface::Archive | Surface::WellKnown)
+    }
+}
+
+/// The loads of one skill, by [`Surface`] (in the order of [`Surface::ALL`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LoadCounts([u64; Surface::ALL.len()]);
+
+impl LoadCounts {
+    pub fn of(&self, surface: Surface) -> u64 {
+        self.0[surface as usize]
+    }
+
+    /// Loads through every surface.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Installers' downloads: archives and `SKILL.md` files.
+    pub fn installs(&self) -> u64 {
+        Surface::ALL.iter().filter(|surface| surface.is_install()).map(|surface| self.of(*surface)).sum()
+    }
+}
+
+/// Loads by skill, only for the names of the current catalog: a name the catalog does not have
+/// (a skill removed, a pinned version of one) is not counted, so the series are bounded by the
+/// catalog. A skill that leaves the catalog loses its counts.
+#[derive(Debug, Default)]
+struct SkillLoads {
+    counts: std::collections::HashMap<Box<str>, LoadCounts>,
 }
 
 /// One git source's fetches.
@@ -245,6 +315,63 @@ impl Metrics {
 
     pub fn set_catalog_size(&self, skills: usize) {
         self.catalog_skills.store(skills, Ordering::Relaxed);
+    }
+
+    /// The names of the current catalog's skills: loads are counted for these only; the counts of
+    /// names no longer among them are dropped.
+    pub fn set_catalog_skills<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let mut loads = lock(&self.skill_loads);
+        let mut counts = std::collections::HashMap::new();
+        for name in names {
+            let kept = loads.counts.remove(name).unwrap_or_default();
+            counts.insert(Box::from(name), kept);
+        }
+        loads.counts = counts;
+    }
+
+    /// Counts a load of the skill `name` through `surface`, if the current catalog has that name.
+    pub fn skill_loaded(&self, name: &str, surface: Surface) {
+        if let Some(counts) = lock(&self.skill_loads).counts.get_mut(name) {
+            counts.0[surface as usize] += 1;
+        }
+    }
+
+    /// The loads of the skill `name` since the server started (zero for a name the catalog does
+    /// not have).
+    pub fn skill_loads(&self, name: &str) -> LoadCounts {
+        lock(&self.skill_loads).counts.get(name).copied().unwrap_or_default()
+    }
+
+    fn render_skill_loads(&self, out: &mut String) {
+        let loads = lock(&self.skill_loads);
+        let mut names: Vec<&str> = loads.counts.keys().map(|name| &**name).collect();
+        names.sort_unstable();
+        out.push_str(
+            "# HELP skillcat_catalog_skill Each skill of the current catalog (1), to find the skills never loaded.\n\
+             # TYPE skillcat_catalog_skill gauge\n",
+        );
+        for name in &names {
+            let _ = writeln!(out, "skillcat_catalog_skill{{skill=\"{}\"}} 1", escape_label(name));
+        }
+        out.push_str(
+            "# HELP skillcat_skill_loads_total Loads of a skill of the current catalog since start, by surface \
+             (load, content, file, archive, well-known, mcp); surfaces without a load are left out.\n\
+             # TYPE skillcat_skill_loads_total counter\n",
+        );
+        for name in &names {
+            let counts = loads.counts[*name];
+            for surface in Surface::ALL {
+                let count = counts.of(surface);
+                if count > 0 {
+                    let _ = writeln!(
+                        out,
+                        "skillcat_skill_loads_total{{skill=\"{}\",surface=\"{}\"}} {count}",
+                        escape_label(name),
+                        surface.label()
+                    );
+                }
+            }
+        }
     }
 
     pub fn watcher_error(&self) {
@@ -458,6 +585,7 @@ impl Metrics {
         }
         self.mcp.render(&mut out);
         self.render_git(&mut out);
+        self.render_skill_loads(&mut out);
         out
     }
 }
@@ -531,6 +659,86 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dashboard under deploy/ is JSON Grafana can import, its panels do not overlap, and
+    /// every metric its queries name is one this registry writes (a histogram by its series).
+    #[test]
+    fn the_grafana_dashboard_names_only_metrics_that_exist() {
+        let metrics = Metrics::default();
+        metrics.request("/skills", 200, Duration::from_millis(1));
+        metrics.scan_finished(Duration::from_millis(1));
+        metrics.git_fetched("https://h/r.git", true, Duration::from_millis(1), std::time::SystemTime::now());
+        metrics.mcp.request("ping", Ok(()));
+        metrics.set_catalog_skills(["pdf"]);
+        metrics.skill_loaded("pdf", Surface::Load);
+        let text = metrics.render();
+        let mut series = std::collections::BTreeSet::new();
+        for line in text.lines().filter(|line| !line.starts_with('#')) {
+            series.insert(line.split(['{', ' ']).next().unwrap().to_owned());
+        }
+
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../deploy/grafana/skillcat.json")).expect("the dashboard is JSON");
+        assert!(dashboard["title"].is_string() && dashboard["uid"].is_string());
+        let panels = dashboard["panels"].as_array().expect("panels");
+        let mut named = std::collections::BTreeSet::new();
+        let mut areas: Vec<(String, [u64; 4])> = Vec::new();
+        for panel in panels {
+            let place = &panel["gridPos"];
+            let [x, y, w, h] = ["x", "y", "w", "h"].map(|key| place[key].as_u64().expect("a grid position"));
+            assert!(x + w <= 24, "{panel}");
+            for (other, [ox, oy, ow, oh]) in &areas {
+                let apart = x + w <= *ox || ox + ow <= x || y + h <= *oy || oy + oh <= y;
+                assert!(apart, "{} overlaps {other}", panel["title"]);
+            }
+            areas.push((panel["title"].to_string(), [x, y, w, h]));
+            if panel["type"] == "row" {
+                continue;
+            }
+            let targets = panel["targets"].as_array().expect("targets");
+            assert!(!targets.is_empty(), "{}", panel["title"]);
+            for target in targets {
+                let expr = target["expr"].as_str().expect("an expression");
+                assert_eq!(expr.matches('(').count(), expr.matches(')').count(), "{expr}");
+                let mut rest = expr;
+                while let Some(start) = rest.find("skillcat_") {
+                    let name: String = rest[start..]
+                        .chars()
+                        .take_while(|character| character.is_ascii_alphanumeric() || *character == '_')
+                        .collect();
+                    rest = &rest[start + name.len()..];
+                    named.insert(name);
+                }
+            }
+        }
+        assert!(named.contains("skillcat_skill_loads_total") && named.contains("skillcat_catalog_skill"));
+        let unknown: Vec<&String> = named.iter().filter(|name| !series.contains(*name)).collect();
+        assert!(unknown.is_empty(), "the dashboard names metrics skillcat does not write: {unknown:?}");
+    }
+
+    #[test]
+    fn loads_are_counted_for_the_catalog_s_names_only() {
+        let metrics = Metrics::default();
+        metrics.set_catalog_skills(["pdf", "docx"]);
+        metrics.skill_loaded("pdf", Surface::Archive);
+        metrics.skill_loaded("pdf", Surface::Archive);
+        metrics.skill_loaded("pdf", Surface::Mcp);
+        metrics.skill_loaded("gone", Surface::Load);
+        assert_eq!((metrics.skill_loads("pdf").installs(), metrics.skill_loads("pdf").total()), (2, 3));
+        assert_eq!(metrics.skill_loads("gone"), LoadCounts::default());
+        let text = metrics.render();
+        assert!(text.contains("skillcat_skill_loads_total{skill=\"pdf\",surface=\"archive\"} 2\n"), "{text}");
+        assert!(text.contains("skillcat_skill_loads_total{skill=\"pdf\",surface=\"mcp\"} 1\n"), "{text}");
+        assert!(text.contains("skillcat_catalog_skill{skill=\"docx\"} 1\n"), "{text}");
+        assert!(!text.contains("gone") && !text.contains("skill=\"docx\",surface"), "{text}");
+        // A skill that leaves the catalog loses its counts; the others keep theirs.
+        metrics.set_catalog_skills(["docx"]);
+        metrics.set_catalog_skills(["docx", "pdf"]);
+        assert_eq!(metrics.skill_loads("pdf").total(), 0);
+        metrics.skill_loaded("docx", Surface::Content);
+        metrics.set_catalog_skills(["docx"]);
+        assert_eq!(metrics.skill_loads("docx").of(Surface::Content), 1);
+    }
 
     #[test]
     fn notify_is_quieter_unless_rust_log_names_it() {

@@ -25,6 +25,7 @@ use crate::catalog::{
     CatalogError, CatalogSkill, ETag, LiveCatalog, PreparedBody, Published, Snapshot, blocking, made_in_task,
 };
 use crate::http::{Headers, HttpError, Problem, name_and_path, prepared, responses, serve_file};
+use crate::observability::Surface;
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new().routes(routes!(discovery_index)).routes(routes!(legacy_index)).routes(routes!(legacy_file))
@@ -122,7 +123,12 @@ async fn legacy_file(
         }
         Err(why) => return Err(HttpError::SkillNotPublished(not_published(&why))),
     }
-    serve_file(&app.catalog, skill, &route.path, &headers).await
+    let response = serve_file(&app.catalog, skill, &route.path, &headers).await?;
+    // One download of `SKILL.md` per install through this index.
+    if route.path == skillcat_core::SKILL_MD && response.status() == axum::http::StatusCode::OK {
+        app.metrics.skill_loaded(skill.skill.name().as_str(), Surface::WellKnown);
+    }
+    Ok(response)
 }
 
 /// The `$schema` of the discovery index: the format 0.2.0 of agentskills.io's well-known URI

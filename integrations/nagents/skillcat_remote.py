@@ -46,8 +46,8 @@ A skill is also a folder (``scripts/``, ``references/``...), and the same discov
   executable) and folders 0755, syncs, and renames the folder onto ``target_dir`` in one step. An
   existing ``target_dir`` raises ``FileExistsError`` unless ``replace``, and is replaced only if
   it is a folder (exchanged atomically where Linux's ``renameat2`` allows, then removed). On any
-  failure the staging folder is removed and ``target_dir`` is as it was. The parent of
-  ``target_dir`` must exist.
+  failure the staging folder is removed and ``target_dir`` is as it was. Missing folders above
+  ``target_dir`` are created, as ``skillcat download`` creates its ``--into``.
 
 A skill can be pinned to a version, the digest of its folder (``sha256:<hex>`` of the lines
 ``<mode> <sha256 hex> <path>\\n`` of its files, in code-point path order, as ``GET /skills/{name}``
@@ -1132,7 +1132,11 @@ def _refuse(target: str, parent: int, name: str, replace: bool) -> None:
 
 def _check_target(target: str, replace: bool) -> None:
     parent_path, name = _split_target(target)
-    parent = os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        parent = os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        # Nothing is there yet: the download creates the folders above it.
+        return
     try:
         _refuse(target, parent, name, replace)
     finally:
@@ -1252,6 +1256,8 @@ def _install(target: str, contents: Sequence[tuple[RemoteFile, bytes]], replace:
         # The listing was checked; this keeps the writing safe on its own (a '..' segment is a
         # real folder to openat, O_NOFOLLOW or not).
         _file_path(file.path, name)
+    # Missing folders above the target are created, as `skillcat download` creates its --into.
+    os.makedirs(parent_path, exist_ok=True)
     parent = os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         _refuse(target, parent, name, replace)

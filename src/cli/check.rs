@@ -85,7 +85,8 @@ impl<'a> Report<'a> {
                 skills: Vec::new(),
                 shadowed: Vec::new(),
                 diagnostics: Vec::new(),
-                error: Some(error.to_string()),
+                // nagents' message, then the other skill of the name, as `manifest` and `serve` say it.
+                error: Some(error.error.explanation()),
             },
         }
     }

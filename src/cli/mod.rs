@@ -94,6 +94,11 @@ pub struct ServeArgs {
     /// `listen`, else 127.0.0.1:8080].
     #[arg(long, value_name = "ADDR", env = "SKILLCAT_LISTEN")]
     pub listen: Option<ListenAddr>,
+    /// The URL clients reach the server at (behind a proxy, the proxy's): every absolute URL the
+    /// server writes (pages' snippets, /api/search's sources, the startup line) uses it
+    /// [default: the config file's `public_url`, else the URL each request reached it at].
+    #[arg(long, value_name = "URL", env = "SKILLCAT_PUBLIC_URL")]
+    pub public_url: Option<crate::config::PublicUrl>,
     /// Seconds between fallback rescans (for missed file events); 0 disables them.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub rescan_interval: u64,
@@ -204,6 +209,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut options = ServeOptions::new(address, sources);
     options.state_dir = args.sources.state_dir(&options.sources, &file)?;
     options.webhook_secret_file = args.webhook_secret_file.or(file.webhook_secret_file);
+    options.public_url = args.public_url.or(file.public_url);
     options.token_file = args.token_file;
     options.send_timeout = std::time::Duration::from_secs(args.send_timeout);
     if args.max_connections.is_some() || args.max_streams.is_some() || args.max_streams_per_client.is_some() {

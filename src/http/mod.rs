@@ -6,6 +6,7 @@
 
 mod accept;
 pub mod auth;
+mod base;
 mod conditional;
 mod error;
 mod extract;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 pub use accept::{accepts_gzip, browser_target};
 pub use auth::Authenticated;
+pub use base::base_url;
 pub use conditional::{not_modified, precondition_holds, prepared};
 pub use error::{HttpError, Problem, problem_for_bare_errors, responses};
 pub use extract::{BodyDeadline, BoundedBody, Headers, SkillPath, bounded_body, name_and_path};

@@ -18,7 +18,7 @@ use super::error::method_error;
 use super::tools;
 use super::view::{Target, View, contents, mime_type};
 use crate::app::App;
-use crate::observability::MCP_METHODS;
+use crate::observability::{MCP_METHODS, Surface};
 
 /// Entries of `skills/list` (and `SKILL.md` resources of `resources/list`) per page.
 const PAGE: usize = 100;
@@ -152,7 +152,11 @@ impl SkillServer {
         // snapshot's version of it and kept while no file changed; any other file is read
         // beneath the skill's folder and checked against its listed digest.
         let read = if file.path.as_str() == SKILL_MD {
-            self.app.catalog.content(skill.catalog).await.map(|content| content.text().as_bytes().to_vec())
+            let read = self.app.catalog.content(skill.catalog).await;
+            if read.is_ok() {
+                self.app.metrics.skill_loaded(skill.catalog.skill.name().as_str(), Surface::Mcp);
+            }
+            read.map(|content| content.text().as_bytes().to_vec())
         } else {
             self.app.catalog.file(skill.catalog, file).await
         };

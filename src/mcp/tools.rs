@@ -20,6 +20,7 @@ use super::error::{ToolError, tool_error};
 use crate::app::App;
 use crate::catalog::{CatalogError, CatalogSkill, SearchLimit, SearchQuery, media_type};
 use crate::json;
+use crate::observability::Surface;
 
 /// `list_skills` takes nothing.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -169,6 +170,7 @@ async fn skill_at(app: &App, name: &str, version: Option<&str>) -> Result<Arc<Ca
 async fn load_skill(app: &App, input: LoadSkill) -> Result<CallToolResult, ToolError> {
     let skill = skill_at(app, &input.name, input.version.as_deref()).await?;
     let loaded = app.catalog.content(&skill).await?.load(input.token_limit.unwrap_or_default());
+    app.metrics.skill_loaded(skill.skill.name().as_str(), Surface::Mcp);
     Ok(CallToolResult::structured(serde_json::to_value(loaded).expect("load results are JSON")))
 }
 

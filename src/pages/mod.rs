@@ -23,7 +23,10 @@ use utoipa_axum::routes;
 
 use crate::app::App;
 use crate::catalog::{CatalogError, CatalogSkill, ETag, PreparedBody, blocking};
-use crate::http::{Headers, HttpError, Problem, SkillPath, not_modified, precondition_holds, prepared, responses};
+use crate::http::{
+    Headers, HttpError, Problem, SkillPath, base_url, not_modified, precondition_holds, prepared, responses,
+};
+use crate::observability::LoadCounts;
 
 /// Skills on one page of the catalog.
 pub const PAGE_SIZE: usize = 500;
@@ -124,15 +127,70 @@ async fn catalog_page(State(app): State<Arc<App>>, uri: Uri, Headers(headers): H
     };
     let pages_kept = catalog.views.of_listing::<PageCache<usize>>();
     let kept = pages_kept.get_or_init(|| async { Arc::default() }).await;
-    if let Some(page) = kept.get(&number) {
-        return prepared_page(&headers, &page);
-    }
     let start = (number - 1) * PAGE_SIZE;
     let skills = &catalog.skills[start..(start + PAGE_SIZE).min(catalog.skills.len())];
-    let view = templates::CatalogPage { catalog, number, pages, skills };
-    let live = templates::Live::Catalog(catalog.listing.etag.as_str());
-    let page = templates::catalog(&frame(&app, "Catalog", live), &view).into_string();
-    prepared_page(&headers, &kept.insert(number, Bytes::from(page)))
+    let marked = match kept.get(&number) {
+        Some(page) => page,
+        None => {
+            let view = templates::CatalogPage { catalog, number, pages, skills, count_mark: &COUNT_MARK };
+            let live = templates::Live::Catalog(catalog.listing.etag.as_str());
+            let page = templates::catalog(&frame(&app, "Catalog", live), &view).into_string();
+            kept.insert(number, Bytes::from(page))
+        }
+    };
+    let counts: Vec<LoadCounts> =
+        skills.iter().map(|skill| app.metrics.skill_loads(skill.skill.name().as_str())).collect();
+    let counted_kept = catalog.views.of_listing::<CountedPages>();
+    let counted = counted_kept.get_or_init(|| async { Arc::default() }).await;
+    prepared_page(&headers, &counted.page(number, &marked, &counts))
+}
+
+/// Where the catalog page's counts go, as rendered: like [`BASE_MARK`], a value no skill can
+/// guess.
+static COUNT_MARK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| BASE_MARK.replace("base", "count"));
+
+/// The catalog pages as last answered with their counts, by page number: made again only when a
+/// count changed (a load of one of its skills), so that a page read more often than its skills
+/// are loaded costs no rendering, and keeps its gzip form and its tag.
+#[derive(Default)]
+struct CountedPages(Mutex<Vec<(usize, Arc<PreparedBody>)>>);
+
+impl CountedPages {
+    /// `marked` (a page kept without its counts) with `counts` (one per row, in order) put in.
+    fn page(&self, number: usize, marked: &PreparedBody, counts: &[LoadCounts]) -> Arc<PreparedBody> {
+        let mut tagged = Vec::with_capacity(marked.etag.as_str().len() + counts.len() * 16);
+        tagged.extend_from_slice(marked.etag.as_str().as_bytes());
+        for count in counts {
+            tagged.extend_from_slice(&count.total().to_le_bytes());
+            tagged.extend_from_slice(&count.installs().to_le_bytes());
+        }
+        let etag = ETag::of(&[&tagged]);
+        if let Some((_, page)) = lock(&self.0).iter().find(|(known, page)| *known == number && page.etag == etag) {
+            return Arc::clone(page);
+        }
+        let text = std::str::from_utf8(&marked.bytes).expect("pages are UTF-8");
+        let mut values = counts.iter().flat_map(|count| [count.total(), count.installs()]);
+        let mut page = String::with_capacity(text.len());
+        for (index, piece) in text.split(COUNT_MARK.as_str()).enumerate() {
+            if index > 0 {
+                page.push_str(&values.next().unwrap_or_default().to_string());
+            }
+            page.push_str(piece);
+        }
+        let page = PreparedBody::new(page.into_bytes(), etag);
+        page.compress();
+        let page = Arc::new(page);
+        let mut kept = lock(&self.0);
+        kept.retain(|(known, _)| *known != number);
+        if kept.len() < PageCache::<usize>::CAPACITY {
+            kept.push((number, Arc::clone(&page)));
+        }
+        page
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A skill: its `SKILL.md` rendered, its frontmatter, its files (each linking to its bytes), its
@@ -170,7 +228,7 @@ async fn skill_page(
             Ok::<_, HttpError>(Arc::new(SkillPage::of(&rendered.await.map_err(|_| HttpError::ShuttingDown)?)))
         })
         .await?;
-    page.answer(&headers, &base_url(&headers))
+    page.answer(&headers, &base_url(&app, &headers))
 }
 
 /// A skill's versions: each with its commit, time and tags, and links to its pinned archive and
@@ -268,15 +326,6 @@ fn render_skill(login: bool, skill: &CatalogSkill, text: &str, base: &str, not_i
     let live = templates::Live::Skill { name, etag: skill.entry.etag.as_str() };
     let frame = templates::Frame { title: name, live, login };
     templates::skill(&frame, &view).into_string()
-}
-
-/// The server's base URL as the request reached it: the scheme a proxy in front says it used
-/// (`X-Forwarded-Proto: https`), else http; the `Host` header (checked by the router as a host and
-/// optional port), else the loopback default.
-fn base_url(headers: &HeaderMap) -> Box<str> {
-    let https = headers.get("x-forwarded-proto").is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"https"));
-    let host = headers.get(header::HOST).and_then(|host| host.to_str().ok()).unwrap_or("127.0.0.1:8080");
-    format!("{}://{host}", if https { "https" } else { "http" }).into()
 }
 
 /// The pages' script: search as you type, live updates, copy buttons.

@@ -81,6 +81,9 @@ pub struct CatalogPage<'a> {
     pub number: usize,
     pub pages: usize,
     pub skills: &'a [std::sync::Arc<CatalogSkill>],
+    /// Written in each row where its loads go, then where its installs go: the counts change
+    /// with every load, so the page is kept without them and they are put in per answer.
+    pub count_mark: &'a str,
 }
 
 pub fn catalog(frame: &Frame<'_>, view: &CatalogPage<'_>) -> Markup {
@@ -103,10 +106,14 @@ pub fn catalog(frame: &Frame<'_>, view: &CatalogPage<'_>) -> Markup {
             section #listing {
                 h1 { (catalog.skills.len()) " skills" }
                 table.skills {
-                    thead { tr { th { "Name" } th { "Description" } th { "Source" } } }
+                    thead { tr {
+                        th { "Name" } th { "Description" } th { "Source" }
+                        th.count title="Loads through every surface on this server since it started" { "Loads" }
+                        th.count title="Installers' downloads from this server since it started" { "Installs" }
+                    } }
                     tbody {
                         @for skill in view.skills {
-                            (skill_row(&skill.entry))
+                            (skill_row(&skill.entry, view.count_mark))
                         }
                     }
                 }
@@ -133,12 +140,14 @@ pub fn catalog(frame: &Frame<'_>, view: &CatalogPage<'_>) -> Markup {
     page(frame, main)
 }
 
-fn skill_row(entry: &SkillEntry) -> Markup {
+fn skill_row(entry: &SkillEntry, count_mark: &str) -> Markup {
     html! {
         tr data-name=(entry.name.as_str()) {
             td { a href={ "/ui/skills/" (entry.name.as_str()) } { (entry.name.as_str()) } }
             td { span.clamp title=(entry.description) { (entry.description) } }
             td.source { (entry.source) }
+            td.count.loads { (count_mark) }
+            td.count.installs { (count_mark) }
         }
     }
 }
@@ -384,7 +393,13 @@ fn snippets(
         ("snippet-mcp", "MCP host configuration", mcp),
     ];
     if not_installable.is_none() && !token {
-        snippets.push(("snippet-npx", "Install (npx skills)", format!("npx skills add {base} --skill {name}")));
+        // Without `-y` and `--agent` the installer asks, and without a terminal installs nothing.
+        let npx = format!(
+            "# Node.js 22.20 or later: on an older one npx quietly runs an older skills.\n\
+             # --agent: the agent to install for (claude-code, cursor, codex, ...).\n\
+             npx skills add {base} --skill {name} -y --agent claude-code"
+        );
+        snippets.push(("snippet-npx", "Install (npx skills)", npx));
     }
     snippets
 }

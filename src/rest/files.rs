@@ -15,6 +15,7 @@ use super::target::{Target, VersionQuery};
 use crate::app::App;
 use crate::catalog::{CatalogError, FilesBody};
 use crate::http::{Headers, HttpError, Problem, SkillPath, name_and_path, prepared, responses, serve_file};
+use crate::observability::Surface;
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new().routes(routes!(list_files)).routes(routes!(get_file)).routes(routes!(get_archive))
@@ -102,7 +103,12 @@ async fn get_file(
         Ok(target) => target,
         Err(unmodified) => return Ok(unmodified),
     };
-    target.answer(serve_file(&app.catalog, &target.skill, &route.path, &target.headers).await)
+    let answer = serve_file(&app.catalog, &target.skill, &route.path, &target.headers).await;
+    if route.path == skillcat_core::SKILL_MD {
+        // What an installer downloads for a skill of one file (the discovery index's `skill-md`).
+        return target.loaded(&app, Surface::File, answer);
+    }
+    target.answer(answer)
 }
 
 /// The skill's folder as a zip: `SKILL.md` at the root, entries in path order, fixed timestamps
@@ -135,7 +141,7 @@ async fn get_archive(
         Err(unmodified) => return Ok(unmodified),
     };
     let archive = app.catalog.archive(&target.skill).await?;
-    let mut response = target.answer(prepared(&target.headers, &archive, "application/zip"))?;
+    let mut response = target.loaded(&app, Surface::Archive, prepared(&target.headers, &archive, "application/zip"))?;
     let disposition = format!("attachment; filename=\"{name}.zip\"");
     response
         .headers_mut()

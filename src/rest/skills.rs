@@ -18,6 +18,7 @@ use crate::http::{
     BoundedBody, Headers, HttpError, Problem, SkillPath, not_modified, precondition_holds, prepared, responses,
 };
 use crate::json::{self, InvalidJson};
+use crate::observability::Surface;
 
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()
@@ -101,7 +102,7 @@ async fn skill_content(
         Ok(target) => target,
         Err(unmodified) => return Ok(unmodified),
     };
-    target.answer(content(&app, &target.skill, &target.headers).await)
+    target.loaded(&app, Surface::Content, content(&app, &target.skill, &target.headers).await)
 }
 
 /// The whole `SKILL.md` of `skill`, conditional on its tag.
@@ -230,5 +231,5 @@ async fn load_skill(
         (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
     ];
-    target.answer(Ok((headers, body).into_response()))
+    target.loaded(&app, Surface::Load, Ok((headers, body).into_response()))
 }

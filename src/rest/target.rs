@@ -15,6 +15,7 @@ use skillcat_core::{Digest, SkillName};
 use crate::app::App;
 use crate::catalog::{CatalogError, CatalogSkill};
 use crate::http::{HttpError, not_modified, precondition_holds};
+use crate::observability::Surface;
 
 /// Pinned answers are fresh this long (a year, the most RFC 9111 caches are asked to keep).
 const IMMUTABLE: &str = "max-age=31536000, immutable";
@@ -78,6 +79,21 @@ impl Target {
             headers.remove(header::IF_RANGE);
         }
         Ok(Ok(Target { skill, headers, pin: Some(pin) }))
+    }
+
+    /// [`Target::answer`], counting a load of the skill through `surface` when the answer carries
+    /// its bytes (200, or 206 for a range).
+    pub fn loaded(
+        &self,
+        app: &App,
+        surface: Surface,
+        response: Result<Response, HttpError>,
+    ) -> Result<Response, HttpError> {
+        let response = self.answer(response)?;
+        if matches!(response.status(), StatusCode::OK | StatusCode::PARTIAL_CONTENT) {
+            app.metrics.skill_loaded(self.skill.skill.name().as_str(), surface);
+        }
+        Ok(response)
     }
 
     /// The read's answer, tagged and made cacheable when pinned.

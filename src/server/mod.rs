@@ -21,7 +21,7 @@ use tower::ServiceExt as _;
 use crate::app::App;
 use crate::auth::{TokenStore, WebhookSecret};
 use crate::catalog::{LiveCatalog, LiveOptions};
-use crate::config::SourceConfig;
+use crate::config::{PublicUrl, SourceConfig};
 use crate::http::Limits;
 use crate::limits::{AnswerBytes, ConnectionLimits, StreamSlots, answer_budget, memory_limit, raise_descriptor_limit};
 use crate::observability::Metrics;
@@ -40,6 +40,9 @@ pub struct ServeOptions {
     pub state_dir: PathBuf,
     /// The secret of `POST /hooks/git`; without it the route answers 404.
     pub webhook_secret_file: Option<PathBuf>,
+    /// The URL clients reach the server at, written in every absolute URL the server gives;
+    /// without it, the URL each request reached it at.
+    pub public_url: Option<PublicUrl>,
     /// How often the token file is re-read even without a change event.
     pub token_recheck: Duration,
     /// How long a client may take to send a request's headers (and how long a connection may
@@ -65,6 +68,7 @@ impl ServeOptions {
             token_file: None,
             state_dir: PathBuf::new(),
             webhook_secret_file: None,
+            public_url: None,
             token_recheck: Duration::from_secs(10),
             header_timeout: Duration::from_secs(10),
             max_header_bytes: MAX_HEADER_BYTES,
@@ -168,7 +172,17 @@ impl Server {
         let catalog = LiveCatalog::start(sources, options.live.clone(), Arc::clone(&metrics), stopping.clone());
         let streams = StreamSlots::new(&limits);
         let webhook_secret = options.webhook_secret_file.as_deref().map(WebhookSecret::read).transpose()?;
-        let app = Arc::new(App { catalog, metrics, tokens, shutdown: stopping, streams, answers, webhook_secret });
+        let public_url = options.public_url.clone();
+        let app = Arc::new(App {
+            catalog,
+            metrics,
+            tokens,
+            shutdown: stopping,
+            streams,
+            answers,
+            webhook_secret,
+            public_url,
+        });
         Ok(Server { listener, app, options, limits, shutdown })
     }
 
@@ -199,7 +213,11 @@ impl Server {
         tokio::spawn(memory::trim_after_bursts(Arc::clone(&slots), limits.max_connections, shutdown.subscribe()));
         let mut backoff = Duration::ZERO;
         let address = listener.local_addr()?;
-        tracing::info!(%address, url = %browsable(address), "serving");
+        let url = match &app.public_url {
+            Some(public) => format!("{public}/"),
+            None => browsable(address),
+        };
+        tracing::info!(%address, %url, "serving");
         tokio::pin!(signal);
         loop {
             let accepted = tokio::select! {

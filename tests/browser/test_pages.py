@@ -154,7 +154,7 @@ def test_a_skill_page_renders_headings_code_and_the_file_tree(serve, browser, tm
     assert links["merged-since.sh"] == server.url + "/skills/release-notes/files/scripts/merged-since.sh"
     assert set(links) == {"SKILL.md", "page.html", "style.md", "merged-since.sh"}
     snippets = {code.get_attribute("id"): code.text for code in browser.find_elements(By.CSS_SELECTOR, "#use pre code")}
-    assert f"npx skills add {server.url} --skill release-notes" == snippets["snippet-npx"]
+    assert snippets["snippet-npx"].endswith(f"\nnpx skills add {server.url} --skill release-notes -y --agent claude-code")
     assert f'"url": "{server.url}/mcp"' in snippets["snippet-mcp"]
     # The whole page, down to the rendered SKILL.md.
     browser.set_window_size(1280, 2200)

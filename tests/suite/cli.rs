@@ -102,11 +102,16 @@ fn a_source_error_prints_nagents_message_and_exits_1() {
     let check = skillcat(&["check", "--json", "--no-builtin", "--dir", "s"], cwd);
     assert_eq!(check.status.code(), Some(1));
     let report: Value = serde_json::from_str(&stdout(&check)).expect("json");
-    assert_eq!(report["error"], json!(message));
+    // nagents' message first (it names the second skill), then the first: every command names both.
+    let both = format!("{message} (the other is at {}/s/a/SKILL.md)", root.path_str());
+    assert_eq!(report["error"], json!(both));
+    let text = skillcat(&["check", "--no-builtin", "--dir", "s"], cwd);
+    assert_eq!(text.status.code(), Some(1));
+    assert!(stdout(&text).contains(&format!("error: {both}")), "{}", stdout(&text));
     for args in [&["manifest", "--no-builtin", "--dir", "s"][..], &["load", "anything", "--no-builtin", "--dir", "s"]] {
         let output = skillcat(args, cwd);
         assert_eq!(output.status.code(), Some(1));
-        assert!(stderr(&output).contains(&message), "{}", stderr(&output));
+        assert!(stderr(&output).contains(&both), "{}", stderr(&output));
         assert!(output.stdout.is_empty());
     }
 }

@@ -269,6 +269,25 @@ async fn only_skills_that_sep_2640_allows_are_listed() {
     assert_eq!(loaded.structured_content.expect("structured")["name"], "Upper-Case");
 }
 
+/// `load_skill` and a `resources/read` of a `SKILL.md` are loads of the skill; reads of its other
+/// files are not.
+#[tokio::test]
+async fn loads_through_mcp_are_counted_per_skill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Steps."));
+    write(&dir.path().join("alpha/references/guide.md"), b"# Guide\n");
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let client = connect(&app).await;
+    let series = "skillcat_skill_loads_total{skill=\"alpha\",surface=\"mcp\"}";
+    call(&client, "load_skill", json!({"name": "alpha"})).await;
+    assert_eq!(app.metric(series).await, 1);
+    client.read_resource(ReadResourceRequestParams::new("skill://alpha/SKILL.md")).await.expect("read");
+    client.read_resource(ReadResourceRequestParams::new("skill://alpha/references/guide.md")).await.expect("read");
+    assert_eq!(app.metric(series).await, 2);
+    client.cancel().await.expect("close");
+    app.shutdown().await.unwrap();
+}
+
 async fn call(client: &Client, tool: &str, arguments: Value) -> rmcp::model::CallToolResult {
     let Value::Object(arguments) = arguments else { panic!("arguments are an object") };
     client.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)).await.expect("tools/call")

@@ -127,6 +127,80 @@ fn text_logs_on_a_pipe_have_no_colour_codes() {
 }
 
 #[test]
+fn the_startup_line_names_the_public_url_from_the_flag_the_environment_or_the_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("skillcat.toml");
+    std::fs::write(&config, "public_url = \"https://from-config.example\"\n").unwrap();
+    let serve = ["serve", "--no-builtin", "--listen", "127.0.0.1:0"];
+    let url = |log: &str| {
+        let line = log.lines().find(|line| line.contains("serving")).expect("the serving line").to_owned();
+        line.split(" url=").nth(1).expect("a url").split(' ').next().unwrap().to_owned()
+    };
+    let log = text_log_until_serving(&serve);
+    assert!(url(&log).starts_with("http://127.0.0.1:") && url(&log).ends_with('/'), "{log}");
+    let log = text_log_until_serving(&[&serve[..], &["--public-url", "https://skills.example.com"]].concat());
+    assert_eq!(url(&log), "https://skills.example.com/", "{log}");
+    let log = text_log_until_serving(&[&serve[..], &["--config", path_str(&config)]].concat());
+    assert_eq!(url(&log), "https://from-config.example/", "{log}");
+    // The flag wins over the file.
+    let log = text_log_until_serving(
+        &[&serve[..], &["--config", path_str(&config), "--public-url", "http://flag.example:8080/"]].concat(),
+    );
+    assert_eq!(url(&log), "http://flag.example:8080/", "{log}");
+    // Not a URL: refused at once, saying what one looks like.
+    let refused = Command::new(env!("CARGO_BIN_EXE_skillcat"))
+        .args([&serve[..], &["--public-url", "skills.example.com"]].concat())
+        .env_clear()
+        .output()
+        .expect("run skillcat");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("https://HOST"), "{refused:?}");
+}
+
+/// `scripts/test` checks what its tier needs before it runs anything, and names each missing
+/// tool with the line that installs it. (Run with a PATH holding nothing but bash and dirname, so
+/// that no step can start.)
+#[test]
+fn the_test_script_names_what_its_tier_needs_at_once() {
+    let bin = tempfile::tempdir().expect("tempdir");
+    for tool in ["bash", "dirname"] {
+        std::os::unix::fs::symlink(which(tool), bin.path().join(tool)).unwrap();
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/test");
+    let run = |args: &[&str]| {
+        let started = Instant::now();
+        let output = Command::new(which("bash"))
+            .arg(&script)
+            .args(args)
+            .env_clear()
+            .env("PATH", bin.path())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/test");
+        assert!(started.elapsed() < Duration::from_secs(10), "it stops at once");
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let quick = run(&[]);
+    for line in ["the quick tier needs", "npm (any Node.js", "apt-get install npm", "rustup component add clippy"] {
+        assert!(quick.contains(line), "{line}\nin {quick}");
+    }
+    assert!(!quick.contains("chromedriver"), "{quick}");
+    let full = run(&["--full"]);
+    assert!(
+        full.contains("the full tier needs") && full.contains("chromedriver: apt-get install chromium-driver"),
+        "{full}"
+    );
+}
+
+fn which(tool: &str) -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|folder| folder.join(tool))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("no {tool} on PATH"))
+}
+
+#[test]
 fn a_token_file_that_cannot_be_read_is_reported_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let output = Command::new(env!("CARGO_BIN_EXE_skillcat"))

@@ -142,7 +142,9 @@ async fn a_skill_page_renders_its_markdown_frontmatter_files_and_snippets() {
         format!("RemoteSkillDiscoverer::new(&quot;{base}&quot;)"),
         format!("RemoteSkillDiscoverer(&quot;{base}&quot;)"),
         format!("&quot;url&quot;: &quot;{base}/mcp&quot;"),
-        format!("npx skills add {base} --skill documented"),
+        // Non-interactive: without a terminal the interactive form installs nothing.
+        format!("npx skills add {base} --skill documented -y --agent claude-code"),
+        "Node.js 22.20 or later".to_owned(),
     ] {
         assert!(html.contains(&snippet), "{snippet}\nin {html}");
     }

@@ -267,6 +267,9 @@ fn walk<S: TreeStore>(
                     };
                     stack.extend(frame);
                 } else {
+                    // Within the depth, the entry bound ran out before this folder: the walk is
+                    // cut short, and what the folders open now hold is not theirs to remember.
+                    limited |= depth < max_depth;
                     diagnose(&mut diagnostics, &path, DEPTH_LIMIT.as_bytes());
                 }
             }

@@ -118,6 +118,22 @@ def test_a_download_equals_the_source_folder_byte_for_byte_modes_included(serve,
     assert os.listdir(into) == ["toolbox"], "no staging folder is left beside it"
 
 
+def test_missing_folders_above_the_target_are_created_as_the_cli_creates_them(serve, folder_skill, tmp_path):
+    root, skill = folder_skill
+    server = serve(root)
+    remote = RemoteSkillDiscoverer(server.url)
+    into = tmp_path / "fresh-project" / ".agents" / "skills"
+
+    async def scenario():
+        (toolbox,) = await remote.discover()
+        return await remote.download(toolbox, into / "toolbox")
+
+    done = run(scenario())
+    assert (done.name, done.replaced) == ("toolbox", False)
+    assert snapshot(into / "toolbox") == served_view(skill)
+    assert os.listdir(into) == ["toolbox"]
+
+
 def test_an_existing_target_is_refused_unless_replace_and_then_swapped(serve, folder_skill, tmp_path):
     root, skill = folder_skill
     server = serve(root)

@@ -143,6 +143,7 @@ impl LiveCatalog {
         let Some(state) = state else { return };
         if let CatalogState::Ready(catalog) = &state {
             metrics.set_catalog_size(catalog.skills.len());
+            metrics.set_catalog_skills(catalog.skills.iter().map(|skill| skill.skill.name().as_str()));
         }
         let mut published = None;
         self.inner.snapshots.send_if_modified(|current| {

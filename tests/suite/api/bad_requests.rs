@@ -294,6 +294,15 @@ fn malformed_requests() -> Vec<Bad> {
         bad("GET", "/search?q=a&limit=", 400, "invalid-query"),
         bad("GET", "/search?q=a&limit=99999999999999999999999", 400, "invalid-query"),
         bad("POST", "/search?q=a", 405, "method-not-allowed"),
+        // The `skills` CLI's search: the same parameters.
+        fine("GET", "/api/search?q=alpha&limit=10"),
+        fine("GET", "/api/search?q=%FF"),
+        bad("GET", "/api/search", 400, "invalid-query"),
+        bad("GET", "/api/search?q=a&limit=0", 400, "invalid-query"),
+        bad("GET", "/api/search?q=a&limit=101", 400, "invalid-query"),
+        bad("GET", "/api/search?q=a&q=b", 400, "invalid-query"),
+        bad("GET", format!("/api/search?q={}", "a".repeat(257)), 400, "invalid-query"),
+        bad("POST", "/api/search?q=a", 405, "method-not-allowed"),
         // Pages: the catalog's page number, a skill's name; the login form.
         fine("GET", "/?page=1&x=y"),
         bad("GET", "/?page=0", 400, "invalid-query"),
