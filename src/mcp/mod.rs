@@ -10,11 +10,13 @@
 //! version in its header or `_meta`), so any replica of a deployment answers any request, and
 //! nothing a client leaves behind outlives its request. Clients of 2025-11-25 still `initialize`
 //! (answered without a session id, which that revision allows); clients of 2026-07-28 need no
-//! handshake. The one lasting thing is a `subscriptions/listen` stream, which takes a place among
-//! the capped event streams and ends when shutdown starts.
+//! handshake. What lasts is an event stream of change notifications (`GET /mcp` for 2025-11-25,
+//! `subscriptions/listen` for 2026-07-28), held by one replica; each takes a place among the capped
+//! event streams and ends when shutdown starts.
 
 mod error;
 mod server;
+mod stream;
 mod tools;
 mod view;
 
@@ -80,14 +82,14 @@ pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
     let service =
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
     Router::new()
-        .route_service(PATH, service)
+        .route(PATH, axum::routing::get(stream::open).fallback_service(service))
         .layer(axum::middleware::map_response(problems))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(app), streams))
 }
 
-/// A subscription's event stream (`subscriptions/listen`) takes a place among the capped event
-/// streams, as `GET /events` does; and every answer's stream ends when the token it was opened with
-/// is revoked.
+/// An event stream (a 2025-11-25 host's `GET /mcp`, a 2026-07-28 host's `subscriptions/listen`)
+/// takes a place among the capped event streams, as `GET /events` does; and every answer's stream
+/// ends when the token it was opened with is revoked.
 async fn streams(
     State(app): State<Arc<App>>,
     authenticated: Option<Extension<Authenticated>>,
@@ -105,7 +107,15 @@ async fn streams(
         });
         revoked
     });
+    let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
     let mut slot = None;
+    if request.method() == Method::GET {
+        slot = match app.streams.open(client) {
+            Ok(slot) => Some(slot),
+            Err(StreamRefusal::Full) => return HttpError::TooManyStreams.into_response(),
+            Err(StreamRefusal::ClientFull) => return HttpError::TooManyStreamsForClient.into_response(),
+        };
+    }
     if request.method() == Method::POST {
         let listens;
         (request, listens) = match mark_bad_cursor(request).await {
@@ -113,7 +123,6 @@ async fn streams(
             Err(error) => return error.into_response(),
         };
         if listens {
-            let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
             slot = match app.streams.open(client) {
                 Ok(slot) => Some(slot),
                 Err(StreamRefusal::Full) => return HttpError::TooManyStreams.into_response(),

@@ -444,6 +444,47 @@ async fn a_catalog_change_is_announced_on_a_subscription_and_then_listed() {
     assert_eq!(app.metric("skillcat_mcp_requests_total{method=\"subscriptions/listen\",outcome=\"ok\"}").await, 1);
 }
 
+/// A 2025-11-25 host's stream (`GET /mcp`, no session) carries `notifications/resources/list_changed`
+/// at a catalog change; without a token file, only loopback names may open one.
+#[tokio::test]
+async fn a_catalog_change_is_announced_on_a_2025_stream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let open = |host: &str| {
+        app.client
+            .get(app.url("/mcp"))
+            .header("host", host)
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+    };
+    assert_eq!(open("attacker.example").await.expect("GET /mcp").status(), 403);
+    let mut stream = open("localhost").await.expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    assert!(stream.headers()["content-type"].to_str().expect("type").starts_with("text/event-stream"));
+    write_skill(&dir.path().join("beta"), &skill_md("beta", "The second skill", "Body."));
+    let notified = tokio::time::timeout(DEADLINE, async {
+        let mut seen = String::new();
+        while let Ok(Some(chunk)) = stream.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("notifications/resources/list_changed") {
+                return seen;
+            }
+        }
+        panic!("the stream ended: {seen}");
+    })
+    .await
+    .expect("list_changed in time");
+    assert!(
+        notified.contains(r#"data: {"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#),
+        "{notified}"
+    );
+    tokio::time::timeout(Duration::from_secs(10), app.shutdown()).await.expect("shutdown in time").expect("clean");
+    let ended = tokio::time::timeout(DEADLINE, async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
+    assert!(ended.is_ok(), "the stream outlived the server");
+}
+
 /// Shutdown ends open subscriptions: the server stops in time with one open.
 #[tokio::test]
 async fn shutdown_ends_open_subscriptions() {
@@ -597,8 +638,16 @@ async fn bad_input_never_gets_a_server_error() {
             -32602,
         ),
         ("wrong method", app.client.put(app.url("/mcp")), 405),
-        // No stream without a session: a 2025-11-25 client may GET, and is told 405 as that revision allows.
-        ("GET", app.client.get(app.url("/mcp")).header("accept", "text/event-stream"), 405),
+        ("GET without an event stream", app.client.get(app.url("/mcp")).header("accept", "application/json"), 406),
+        // Revision 2026-07-28 listens with subscriptions/listen.
+        (
+            "GET of 2026-07-28",
+            app.client
+                .get(app.url("/mcp"))
+                .header("accept", "text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28"),
+            405,
+        ),
         // There are no sessions to end.
         ("DELETE", app.client.delete(app.url("/mcp")).header("mcp-session-id", "nope"), 405),
     ];
@@ -716,7 +765,7 @@ async fn a_subscription_ends_when_its_token_is_revoked() {
 }
 
 /// What a client leaves on the server is bounded: requests leave nothing (no session), and
-/// subscriptions take places among the capped event streams, in all and per client; one that ends
+/// event streams (subscriptions, 2025-11-25 streams) take places among the capped event streams, in all and per client; one that ends
 /// gives its place back.
 #[tokio::test]
 async fn subscriptions_are_capped_and_requests_leave_nothing() {
@@ -730,13 +779,16 @@ async fn subscriptions_are_capped_and_requests_leave_nothing() {
         assert!(!answer.headers().contains_key("mcp-session-id"));
     }
     let mut held = Vec::new();
-    for _ in 0..2 {
-        let mut stream = listen_request(&app, &[]).send().await.expect("listen");
-        assert_eq!(stream.status(), 200);
-        stream.chunk().await.expect("read").expect("the acknowledgment");
-        held.push(stream);
-    }
-    // Initialize calls took no place: the two subscriptions did, and a third is refused.
+    let mut stream = listen_request(&app, &[]).send().await.expect("listen");
+    assert_eq!(stream.status(), 200);
+    stream.chunk().await.expect("read").expect("the acknowledgment");
+    held.push(stream);
+    let get = app.client.get(app.url("/mcp")).header("accept", "text/event-stream");
+    let stream = get.header("mcp-protocol-version", "2025-11-25").send().await.expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    held.push(stream);
+    // Initialize calls took no place: the subscription and the 2025-11-25 stream did, and a third
+    // stream is refused.
     let refused = listen_request(&app, &[]).send().await.expect("listen");
     assert!(matches!(refused.status().as_u16(), 429 | 503), "{}", refused.status());
     // Requests are not streams: they are answered.
