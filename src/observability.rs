@@ -604,7 +604,7 @@ pub struct McpRequests {
 }
 
 /// The methods the server answers, each counted under its own name.
-pub const MCP_METHODS: [&str; 9] = [
+pub const MCP_METHODS: [&str; 10] = [
     "initialize",
     "ping",
     "skills/list",
@@ -613,6 +613,7 @@ pub const MCP_METHODS: [&str; 9] = [
     "resources/read",
     "resources/directory/read",
     "tools/list",
+    "subscriptions/listen",
     "tools/call",
 ];
 

@@ -2,12 +2,21 @@
 //! Skills extension (SEP-2640, `io.modelcontextprotocol/skills`) and as tools.
 //!
 //! The service is a route of the one router, so it is behind the same layers as the REST API:
-//! authentication, the concurrency limit and timeout, request ids, tracing and metrics. Its
-//! sessions end when shutdown starts. Without a token file, `Host` and `Origin` must be
-//! loopback names (DNS rebinding); with one, the token is the protection.
+//! authentication, the concurrency limit and timeout, request ids, tracing and metrics. Without a
+//! token file, `Host` and `Origin` must be loopback names (DNS rebinding); with one, the token is
+//! the protection.
+//!
+//! The server holds no session: every request carries what its answer needs (the protocol
+//! version in its header or `_meta`), so any replica of a deployment answers any request, and
+//! nothing a client leaves behind outlives its request. Clients of 2025-11-25 still `initialize`
+//! (answered without a session id, which that revision allows); clients of 2026-07-28 need no
+//! handshake. What lasts is an event stream of change notifications (`GET /mcp` for 2025-11-25,
+//! `subscriptions/listen` for 2026-07-28), held by one replica; each takes a place among the capped
+//! event streams and ends when shutdown starts.
 
 mod error;
 mod server;
+mod stream;
 mod tools;
 mod view;
 
@@ -27,7 +36,7 @@ use axum::response::{IntoResponse as _, Response};
 use axum::{Extension, Router};
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 pub use server::SkillServer;
@@ -50,14 +59,17 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// `/mcp`, to merge into the application's router within its layers.
 pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
-    let mut config = StreamableHttpServerConfig::default().with_sse_keep_alive(Some(KEEP_ALIVE));
+    // Stateless for every revision: no session to look up, so no replica affinity and no state per
+    // client (rmcp serves 2026-07-28 this way whatever the setting; this applies it to 2025-11-25).
+    let mut config =
+        StreamableHttpServerConfig::default().with_sse_keep_alive(Some(KEEP_ALIVE)).with_legacy_session_mode(false);
     config.max_request_body_bytes = crate::http::MAX_BODY_BYTES;
     config = if app.tokens.is_some() {
         config.disable_allowed_hosts().disable_allowed_origins()
     } else {
         config.with_allowed_hosts(LOOPBACK_HOSTS).with_allowed_origins(LOOPBACK_ORIGINS).enforce_origin_validation()
     };
-    // Sessions (and their event streams) end when shutdown starts.
+    // Open streams (subscriptions) end when shutdown starts.
     let sessions_end = config.cancellation_token.clone();
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         let mut shutdown = app.shutdown.clone();
@@ -68,16 +80,16 @@ pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
     }
     let handler = SkillServer { app: Arc::clone(app) };
     let service =
-        StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(LocalSessionManager::default()), config);
+        StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
     Router::new()
-        .route_service(PATH, service)
+        .route(PATH, axum::routing::get(stream::open).fallback_service(service))
         .layer(axum::middleware::map_response(problems))
         .layer(axum::middleware::from_fn_with_state(Arc::clone(app), streams))
 }
 
-/// A session's event stream (`GET /mcp`) takes a place among the capped event streams, as
-/// `GET /events` does; and every answer's stream ends when the token it was opened with is
-/// revoked.
+/// An event stream (a 2025-11-25 host's `GET /mcp`, a 2026-07-28 host's `subscriptions/listen`)
+/// takes a place among the capped event streams, as `GET /events` does; and every answer's stream
+/// ends when the token it was opened with is revoked.
 async fn streams(
     State(app): State<Arc<App>>,
     authenticated: Option<Extension<Authenticated>>,
@@ -85,16 +97,6 @@ async fn streams(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let slot = if request.method() == Method::GET {
-        let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
-        match app.streams.open(client) {
-            Ok(slot) => Some(slot),
-            Err(StreamRefusal::Full) => return HttpError::TooManyStreams.into_response(),
-            Err(StreamRefusal::ClientFull) => return HttpError::TooManyStreamsForClient.into_response(),
-        }
-    } else {
-        None
-    };
     let revoked = app.tokens.as_ref().zip(authenticated).map(|(store, Extension(Authenticated(digest)))| {
         let mut tokens = store.subscribe();
         let revoked: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
@@ -105,11 +107,28 @@ async fn streams(
         });
         revoked
     });
+    let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
+    let mut slot = None;
+    if request.method() == Method::GET {
+        slot = match app.streams.open(client) {
+            Ok(slot) => Some(slot),
+            Err(StreamRefusal::Full) => return HttpError::TooManyStreams.into_response(),
+            Err(StreamRefusal::ClientFull) => return HttpError::TooManyStreamsForClient.into_response(),
+        };
+    }
     if request.method() == Method::POST {
-        request = match mark_bad_cursor(request).await {
-            Ok(request) => request,
+        let listens;
+        (request, listens) = match mark_bad_cursor(request).await {
+            Ok(read) => read,
             Err(error) => return error.into_response(),
         };
+        if listens {
+            slot = match app.streams.open(client) {
+                Ok(slot) => Some(slot),
+                Err(StreamRefusal::Full) => return HttpError::TooManyStreams.into_response(),
+                Err(StreamRefusal::ClientFull) => return HttpError::TooManyStreamsForClient.into_response(),
+            };
+        }
     }
     let held = Held::default();
     request.extensions_mut().insert(held.clone());
@@ -125,15 +144,27 @@ async fn streams(
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BadCursor(pub(crate) &'static str);
 
-/// Reads a POST's body (bounded, as every body is) to mark it [`BadCursor`] if it is one. Only a
-/// body that says `"cursor"` is parsed here.
-async fn mark_bad_cursor(request: Request) -> Result<Request, HttpError> {
+/// Reads a POST's body (bounded, as every body is) to mark it [`BadCursor`] if it is one, and says
+/// whether it opens a subscription (`subscriptions/listen`, a stream). Only a body that says
+/// `"cursor"` or the method's name is parsed here.
+async fn mark_bad_cursor(request: Request) -> Result<(Request, bool), HttpError> {
     let (mut parts, body) = request.into_parts();
     let bytes = crate::http::bounded_body(&parts.extensions, body).await?;
     if let Some(kind) = bad_cursor(&bytes) {
         parts.extensions.insert(BadCursor(kind));
     }
-    Ok(Request::from_parts(parts, Body::from(bytes)))
+    let listens = listens(&bytes);
+    Ok((Request::from_parts(parts, Body::from(bytes)), listens))
+}
+
+/// Whether a JSON-RPC `body` is a `subscriptions/listen` request.
+fn listens(body: &[u8]) -> bool {
+    const LISTEN: &[u8] = b"subscriptions/listen";
+    if !body.windows(LISTEN.len()).any(|window| window == LISTEN) {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|message| message.get("method").and_then(serde_json::Value::as_str) == Some("subscriptions/listen"))
 }
 
 /// What the cursor of a JSON-RPC request `body` is when it is there but not a string (or null).

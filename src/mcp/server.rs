@@ -7,9 +7,9 @@ use rmcp::model::{
     GetSkillRequestParams, GetSkillResult, Implementation, InitializeRequestParams, InitializeResult,
     ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
     ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerCapabilities, ServerConfig,
+    ReadResourceResult, ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 
 use skillcat_core::{SKILL_MD, SpecName};
@@ -277,15 +277,26 @@ impl ServerHandler for SkillServer {
 
     /// A request whose method rmcp did not recognize, which happens too when a method this server
     /// answers comes with params that do not read as that method's: those are -32602 (invalid
-    /// params, saying what is wrong), any other method -32601. A method name is client text: it is
-    /// echoed cut short.
+    /// params, saying what is wrong), any other method -32601, as are the methods revision
+    /// 2026-07-28 removed (`initialize`, `ping`) in a request of that revision. A method name is
+    /// client text: it is echoed cut short.
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         let method = request.method.as_str();
-        let answer = if MCP_METHODS.contains(&method) {
+        let stateless_revision = context
+            .protocol_version()
+            .or_else(|| context.meta.protocol_version())
+            .is_some_and(|version| version.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let answer = if stateless_revision && REMOVED_IN_2026_07_28.contains(&method) {
+            Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("no method {method:?} in revision 2026-07-28"),
+                None,
+            ))
+        } else if MCP_METHODS.contains(&method) {
             Err(ErrorData::invalid_params(
                 format!("invalid params for {method}: {}", params_problem(method, request.params)),
                 None,
@@ -298,10 +309,21 @@ impl ServerHandler for SkillServer {
         self.count(method, async { answer }).await
     }
 
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        tokio::spawn(announce_changes(Arc::clone(&self.app), context.peer));
+    /// Subscriptions (2026-07-28) carry `notifications/resources/list_changed`, the one change
+    /// notification this server sends.
+    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().resources_list_changed().build())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        self.app.metrics.mcp.request("subscriptions/listen", Ok(()));
+        announce_changes(&self.app, &subscription).await;
+        Ok(())
     }
 }
+
+/// The methods this server answers in revision 2025-11-25 that 2026-07-28 removed.
+const REMOVED_IN_2026_07_28: [&str; 2] = ["initialize", "ping"];
 
 /// What is wrong with `params` for `method` (one this server answers), read as rmcp's own type of
 /// that method's params.
@@ -323,31 +345,30 @@ fn params_problem(method: &str, params: Option<serde_json::Value>) -> String {
     }
 }
 
-/// How often the task that announces changes to a session looks whether the session has ended.
-const SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Sends `notifications/resources/list_changed` to a session at every new catalog version, until
-/// the session ends (its transport closes: a DELETE, the client gone, the session expired; or a
-/// notification fails) or the server shuts down. The task holds the session's peer, and with it
-/// what the client said at `initialize`: it must not outlive the session.
-async fn announce_changes(app: Arc<App>, peer: rmcp::Peer<RoleServer>) {
+/// Sends `notifications/resources/list_changed` on a subscription at every new catalog version,
+/// until the client cancels it or goes (its stream closes), a notification fails or the server
+/// shuts down. It lives no longer than the request that opened it.
+async fn announce_changes(app: &App, subscription: &SubscriptionContext) {
     let mut snapshots = app.catalog.subscribe();
     snapshots.mark_unchanged();
     let mut shutdown = app.shutdown.clone();
-    let mut check = tokio::time::interval(SESSION_CHECK);
-    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    if subscription.accepted().resources_list_changed != Some(true) {
+        // Nothing to send: the stream stays open until the client ends it.
+        tokio::select! {
+            () = subscription.cancelled() => {}
+            () = crate::shutdown::stopped(&mut shutdown) => {}
+        }
+        return;
+    }
     loop {
         tokio::select! {
             changed = snapshots.changed() => {
-                if changed.is_err() || peer.notify_resource_list_changed().await.is_err() {
+                let notification = ServerNotification::ResourceListChangedNotification(Default::default());
+                if changed.is_err() || subscription.sink().send(notification).await.is_err() {
                     return;
                 }
             }
-            _ = check.tick() => {
-                if peer.is_transport_closed() {
-                    return;
-                }
-            }
+            () = subscription.cancelled() => return,
             () = crate::shutdown::stopped(&mut shutdown) => return,
         }
     }

@@ -11,7 +11,10 @@ What must hold:
    other and then 16 at once, adds less than 300 MiB at its peak, and each page names its own host;
 4. MCP sessions: 3,000 initialize / initialized / DELETE cycles, each with a 60 KB `capabilities`
    object, leave less than 30 MiB behind;
-5. log: 300 MCP requests whose unknown method is 65,000 characters write less than 1 MB of log.
+5. abandoned MCP clients: 30,000 `initialize` calls never followed by anything, then 5,000 clients
+   that initialize with a 60 KB `capabilities` object, send `initialized` and a `skills/list` and
+   go without a `DELETE`, add less than 30 MiB at any time (the server keeps no session);
+6. log: 300 MCP requests whose unknown method is 65,000 characters write less than 1 MB of log.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ PAGE_BYTES = 3_900_000
 HOST_NAMES = 80
 HOSTS_AT_ONCE = 16
 SESSIONS = 3000
+INITIALIZE_ONLY = 30_000
+ABANDONED = 5_000
 CAPABILITIES_BYTES = 60_000
 UNKNOWN_METHODS = 300
 METHOD_CHARS = 65_000
@@ -253,6 +258,43 @@ def closed_sessions(server: Server, failures: list[str]) -> None:
         failures.append(f"{SESSIONS} closed MCP sessions left {(after - before) // MIB} MiB behind")
 
 
+def abandoned_clients(server: Server, failures: list[str]) -> None:
+    before = settled_rss(server)
+    peak = before
+    connection = server.connection(timeout=30)
+    headers = {
+        "Host": f"127.0.0.1:{server.port}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "abandoned", "version": "1"}},
+    }).encode()
+    for sent in range(1, INITIALIZE_ONLY + 1):
+        connection.request("POST", "/mcp", body=initialize, headers=headers)
+        response = connection.getresponse()
+        answer = parse_answer(response.read(), response.getheader("content-type") or "")
+        if "result" not in answer:
+            raise CheckFailed(f"initialize {sent}: {answer}")
+        if sent % 5000 == 0:
+            peak = max(peak, server.rss_kib())
+    connection.close()
+    capabilities = {"experimental": {"padding": {"text": "x" * CAPABILITIES_BYTES}}}
+    for left in range(1, ABANDONED + 1):
+        client = Mcp(server, capabilities)
+        if "result" not in client.call("skills/list", {}):
+            raise CheckFailed("skills/list of an abandoned client failed")
+        client.connection.close()
+        if left % 1000 == 0:
+            peak = max(peak, server.rss_kib())
+    after = settled_rss(server, 2)
+    peak = max(peak, after)
+    print(f"  {INITIALIZE_ONLY} initialize calls and {ABANDONED} abandoned clients: "
+          f"RSS {before // MIB} -> peak {peak // MIB} -> {after // MIB} MiB")
+    if peak - before > 30 * MIB:
+        failures.append(f"abandoned MCP clients added {(peak - before) // MIB} MiB")
+
+
 def unknown_methods(server: Server, failures: list[str]) -> None:
     session = Mcp(server)
     before = server.log_path.stat().st_size
@@ -282,6 +324,7 @@ def main() -> int:
         ("stalled MCP readers", stalled_mcp_readers),
         ("host names", many_host_names),
         ("closed MCP sessions", closed_sessions),
+        ("abandoned MCP clients", abandoned_clients),
         ("unknown methods", unknown_methods),
     )
     server = Server(args.binary, [root], workdir, token=False, env={"SKILLCAT_SEND_TIMEOUT": str(SEND_DEADLINE)})

@@ -12,6 +12,7 @@ mod cli;
 mod client;
 mod conformance;
 mod files;
+mod fleet;
 mod git;
 mod hostile;
 mod image;

@@ -10,26 +10,27 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use rmcp::model::{
-    CallToolRequestParams, GetSkillRequestParams, ReadResourceDirectoryRequestParams, ReadResourceRequestParams,
-    ResourceContents, Skill, SkillResources,
+    CallToolRequestParams, GetSkillRequestParams, ProtocolVersion, ReadResourceDirectoryRequestParams,
+    ReadResourceRequestParams, ResourceContents, ServerNotification, Skill, SkillResources, SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt as _};
 use serde_json::{Value, json};
 use skillcat::config::SourceConfig;
+use skillcat::limits::ConnectionLimits;
 
 use crate::support::files::{digest, write};
 use crate::support::server::TestApp;
 use crate::support::skills::{skill_md, write_skill};
 use crate::support::wait::DEADLINE;
 
-type Client = RunningService<RoleClient, Listener>;
+pub(crate) type Client = RunningService<RoleClient, Listener>;
 
 /// The client's handler: it passes on `notifications/resources/list_changed`.
 #[derive(Clone, Default)]
-struct Listener(Option<tokio::sync::mpsc::UnboundedSender<()>>);
+pub(crate) struct Listener(Option<tokio::sync::mpsc::UnboundedSender<()>>);
 
 impl ClientHandler for Listener {
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -40,7 +41,12 @@ impl ClientHandler for Listener {
 }
 
 async fn connect_with(app: &TestApp, listener: Listener, token: Option<&str>) -> Client {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(app.url("/mcp"));
+    connect_to(&app.url("/mcp"), listener, token).await
+}
+
+/// A client of revision 2025-11-25 (`initialize`) of the server at `url`.
+pub(crate) async fn connect_to(url: &str, listener: Listener, token: Option<&str>) -> Client {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
     if let Some(token) = token {
         config = config.auth_header(token);
     }
@@ -51,8 +57,15 @@ async fn connect(app: &TestApp) -> Client {
     connect_with(app, Listener::default(), None).await
 }
 
+/// A client of revision 2026-07-28: `server/discover`, then self-contained requests.
+pub(crate) async fn connect_2026(url: &str) -> Client {
+    let transport = StreamableHttpClientTransport::from_config(StreamableHttpClientTransportConfig::with_uri(url));
+    let lifecycle = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    Listener::default().serve_with_lifecycle(transport, lifecycle).await.expect("server/discover")
+}
+
 /// A resource's bytes, from its text or its base64 blob.
-fn bytes_of(contents: &ResourceContents) -> Vec<u8> {
+pub(crate) fn bytes_of(contents: &ResourceContents) -> Vec<u8> {
     match contents {
         ResourceContents::TextResourceContents { text, .. } => text.as_bytes().to_vec(),
         ResourceContents::BlobResourceContents { blob, .. } => {
@@ -63,7 +76,7 @@ fn bytes_of(contents: &ResourceContents) -> Vec<u8> {
 }
 
 /// Every regular file beneath `folder` not hidden (no component starting with `.`), by path.
-fn folder_files(folder: &Path) -> BTreeMap<String, Vec<u8>> {
+pub(crate) fn folder_files(folder: &Path) -> BTreeMap<String, Vec<u8>> {
     fn visit(root: &Path, folder: &Path, files: &mut BTreeMap<String, Vec<u8>>) {
         for entry in std::fs::read_dir(folder).expect("read_dir") {
             let entry = entry.expect("entry");
@@ -86,7 +99,7 @@ fn folder_files(folder: &Path) -> BTreeMap<String, Vec<u8>> {
 
 /// The skill's folder rebuilt from `resources/read` of each listed file, each checked against the
 /// entry's digest and size.
-async fn rebuild(client: &Client, skill: &Skill) -> BTreeMap<String, Vec<u8>> {
+pub(crate) async fn rebuild(client: &Client, skill: &Skill) -> BTreeMap<String, Vec<u8>> {
     let SkillResources::Files(files) = &skill.resources else { panic!("{} lists no files", skill.uri) };
     let root = skill.uri.strip_suffix("SKILL.md").expect("a SKILL.md uri");
     let mut rebuilt = BTreeMap::new();
@@ -288,12 +301,12 @@ async fn loads_through_mcp_are_counted_per_skill() {
     app.shutdown().await.unwrap();
 }
 
-async fn call(client: &Client, tool: &str, arguments: Value) -> rmcp::model::CallToolResult {
+pub(crate) async fn call(client: &Client, tool: &str, arguments: Value) -> rmcp::model::CallToolResult {
     let Value::Object(arguments) = arguments else { panic!("arguments are an object") };
     client.call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)).await.expect("tools/call")
 }
 
-fn text(result: &rmcp::model::CallToolResult) -> &str {
+pub(crate) fn text(result: &rmcp::model::CallToolResult) -> &str {
     result.content[0].as_text().map(|text| text.text.as_str()).expect("text content")
 }
 
@@ -422,31 +435,87 @@ async fn reads_are_verified_against_the_listed_digest() {
     assert_eq!(bytes_of(&read.contents[0]), b"changed\n");
 }
 
+/// A subscription (`subscriptions/listen`, 2026-07-28) carries `notifications/resources/list_changed`
+/// at a catalog change; the change is then listed.
 #[tokio::test]
-async fn a_catalog_change_is_announced_and_then_listed() {
+async fn a_catalog_change_is_announced_on_a_subscription_and_then_listed() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
     let app = TestApp::spawn_dir(dir.path()).await;
-    let (changes, mut changed) = tokio::sync::mpsc::unbounded_channel();
-    let client = connect_with(&app, Listener(Some(changes)), None).await;
+    let client = connect_2026(&app.url("/mcp")).await;
     assert_eq!(client.list_all_skills().await.expect("skills/list").len(), 1);
+    let mut subscription = client
+        .peer()
+        .listen(SubscriptionFilter::builder().resources_list_changed().tools_list_changed().build())
+        .await
+        .expect("subscriptions/listen");
+    assert_eq!(subscription.acknowledged(), &SubscriptionFilter::builder().resources_list_changed().build());
     write_skill(&dir.path().join("beta"), &skill_md("beta", "The second skill", "Body."));
-    tokio::time::timeout(DEADLINE, changed.recv()).await.expect("list_changed in time").expect("a notification");
+    let notification = tokio::time::timeout(DEADLINE, subscription.next()).await.expect("list_changed in time");
+    assert!(
+        matches!(notification, Ok(Some(ServerNotification::ResourceListChangedNotification(_)))),
+        "{notification:?}"
+    );
     let names: Vec<String> =
         client.list_all_skills().await.expect("skills/list").into_iter().map(|skill| skill.frontmatter.name).collect();
     assert_eq!(names, ["alpha", "beta"]);
     assert!(app.metric("skillcat_mcp_requests_total{method=\"skills/list\",outcome=\"ok\"}").await >= 2);
-    assert!(app.metric("skillcat_mcp_requests_total{method=\"initialize\",outcome=\"ok\"}").await >= 1);
+    assert_eq!(app.metric("skillcat_mcp_requests_total{method=\"subscriptions/listen\",outcome=\"ok\"}").await, 1);
 }
 
-/// Shutdown ends the sessions' open streams: the server stops in time with a client connected.
+/// A 2025-11-25 host's stream (`GET /mcp`, no session) carries `notifications/resources/list_changed`
+/// at a catalog change; without a token file, only loopback names may open one.
 #[tokio::test]
-async fn shutdown_ends_open_sessions() {
+async fn a_catalog_change_is_announced_on_a_2025_stream() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
     let app = TestApp::spawn_dir(dir.path()).await;
-    let client = connect(&app).await;
-    client.list_all_skills().await.expect("skills/list");
+    let open = |host: &str| {
+        app.client
+            .get(app.url("/mcp"))
+            .header("host", host)
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+    };
+    assert_eq!(open("attacker.example").await.expect("GET /mcp").status(), 403);
+    let mut stream = open("localhost").await.expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    assert!(stream.headers()["content-type"].to_str().expect("type").starts_with("text/event-stream"));
+    write_skill(&dir.path().join("beta"), &skill_md("beta", "The second skill", "Body."));
+    let notified = tokio::time::timeout(DEADLINE, async {
+        let mut seen = String::new();
+        while let Ok(Some(chunk)) = stream.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("notifications/resources/list_changed") {
+                return seen;
+            }
+        }
+        panic!("the stream ended: {seen}");
+    })
+    .await
+    .expect("list_changed in time");
+    assert!(
+        notified.contains(r#"data: {"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#),
+        "{notified}"
+    );
+    tokio::time::timeout(Duration::from_secs(10), app.shutdown()).await.expect("shutdown in time").expect("clean");
+    let ended = tokio::time::timeout(DEADLINE, async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
+    assert!(ended.is_ok(), "the stream outlived the server");
+}
+
+/// Shutdown ends open subscriptions: the server stops in time with one open.
+#[tokio::test]
+async fn shutdown_ends_open_subscriptions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let client = connect_2026(&app.url("/mcp")).await;
+    let _subscription = client
+        .peer()
+        .listen(SubscriptionFilter::builder().resources_list_changed().build())
+        .await
+        .expect("subscriptions/listen");
     tokio::time::timeout(Duration::from_secs(10), app.shutdown()).await.expect("shutdown in time").expect("clean");
     drop(client);
 }
@@ -514,89 +583,92 @@ async fn bad_input_never_gets_a_server_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
     let app = Arc::new(TestApp::spawn_dir(dir.path()).await);
-    let session = initialize(&app, &[]).await.headers()["mcp-session-id"].to_str().expect("session").to_owned();
+    let answer = initialize(&app, &[]).await;
+    assert!(!answer.headers().contains_key("mcp-session-id"), "the server keeps no session");
     // Within the size bound, nested far deeper than a JSON reader recurses.
     let nesting = format!("{}{}", "[".repeat(20_000), "]".repeat(20_000));
     let deep = format!(r#"{{"jsonrpc": "2.0", "id": 3, "method": "skills/get", "params": {{"uri": {nesting}}}}}"#);
     let huge = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "x".repeat(200_000)}});
-    let post = |body: Vec<u8>, content_type: &str, session: Option<&str>| {
+    // Requests of a 2025-11-25 client, which names its revision in a header (and has no session).
+    let post = |body: Vec<u8>, content_type: &str, version: Option<&str>| {
         let mut request = app
             .client
             .post(app.url("/mcp"))
             .header("content-type", content_type)
             .header("accept", "application/json, text/event-stream")
             .body(body);
-        if let Some(session) = session {
-            request = request.header("mcp-session-id", session).header("mcp-protocol-version", "2025-11-25");
+        if let Some(version) = version {
+            request = request.header("mcp-protocol-version", version);
         }
         request
     };
+    let legacy = Some("2025-11-25");
     let rpc = |method: &str, params: Value| {
         serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})).expect("JSON")
     };
     // The HTTP status expected, or a JSON-RPC error code (in a 200 answer's event stream).
     let cases: Vec<(&str, reqwest::RequestBuilder, i32)> = vec![
-        ("not JSON", post(b"{\"jsonrpc\": ".to_vec(), "application/json", Some(&session)), 415),
-        ("not JSON-RPC", post(b"{\"hello\": 1}".to_vec(), "application/json", Some(&session)), 415),
-        ("deeply nested", post(deep.into_bytes(), "application/json", Some(&session)), 415),
-        ("huge params", post(serde_json::to_vec(&huge).expect("JSON"), "application/json", Some(&session)), 413),
-        ("wrong content type", post(rpc("ping", json!({})), "text/plain", Some(&session)), 415),
-        ("no session", post(rpc("ping", json!({})), "application/json", None), 400),
-        ("unknown session", post(rpc("ping", json!({})), "application/json", Some("no-such-session")), 404),
-        ("unknown method", post(rpc("skills/explode", json!({})), "application/json", Some(&session)), -32601),
+        ("not JSON", post(b"{\"jsonrpc\": ".to_vec(), "application/json", legacy), 415),
+        ("not JSON-RPC", post(b"{\"hello\": 1}".to_vec(), "application/json", legacy), 415),
+        ("deeply nested", post(deep.into_bytes(), "application/json", legacy), 415),
+        ("huge params", post(serde_json::to_vec(&huge).expect("JSON"), "application/json", legacy), 413),
+        ("wrong content type", post(rpc("ping", json!({})), "text/plain", legacy), 415),
+        ("unknown revision", post(rpc("ping", json!({})), "application/json", Some("1999-01-01")), 400),
+        ("unknown method", post(rpc("skills/explode", json!({})), "application/json", legacy), -32601),
         // Params that do not read as the method's: -32602, not "method not found".
         (
             "skills/get, a number for uri",
-            post(rpc("skills/get", json!({"uri": 5})), "application/json", Some(&session)),
+            post(rpc("skills/get", json!({"uri": 5})), "application/json", legacy),
             -32602,
         ),
         (
             "resources/read, no params",
-            post(
-                br#"{"jsonrpc": "2.0", "id": 8, "method": "resources/read"}"#.to_vec(),
-                "application/json",
-                Some(&session),
-            ),
+            post(br#"{"jsonrpc": "2.0", "id": 8, "method": "resources/read"}"#.to_vec(), "application/json", legacy),
             -32602,
         ),
         (
             "resources/read, a number for uri",
-            post(rpc("resources/read", json!({"uri": 5})), "application/json", Some(&session)),
+            post(rpc("resources/read", json!({"uri": 5})), "application/json", legacy),
             -32602,
         ),
         (
             "tools/call, a string for arguments",
-            post(
-                rpc("tools/call", json!({"name": "list_skills", "arguments": "x"})),
-                "application/json",
-                Some(&session),
-            ),
+            post(rpc("tools/call", json!({"name": "list_skills", "arguments": "x"})), "application/json", legacy),
             -32602,
         ),
         (
             "skills/list, a number for cursor",
-            post(rpc("skills/list", json!({"cursor": 5})), "application/json", Some(&session)),
+            post(rpc("skills/list", json!({"cursor": 5})), "application/json", legacy),
             -32602,
         ),
         (
             "resources/list, a list for cursor",
-            post(rpc("resources/list", json!({"cursor": [1]})), "application/json", Some(&session)),
+            post(rpc("resources/list", json!({"cursor": [1]})), "application/json", legacy),
             -32602,
         ),
         (
             "tools/list, an object for cursor",
-            post(rpc("tools/list", json!({"cursor": {}})), "application/json", Some(&session)),
+            post(rpc("tools/list", json!({"cursor": {}})), "application/json", legacy),
             -32602,
         ),
         (
             "tools/list, a cursor of a one-page listing",
-            post(rpc("tools/list", json!({"cursor": "alpha"})), "application/json", Some(&session)),
+            post(rpc("tools/list", json!({"cursor": "alpha"})), "application/json", legacy),
             -32602,
         ),
         ("wrong method", app.client.put(app.url("/mcp")), 405),
         ("GET without an event stream", app.client.get(app.url("/mcp")).header("accept", "application/json"), 406),
-        // Ending a session that does not exist leaves nothing to do.
-        ("DELETE of an unknown session", app.client.delete(app.url("/mcp")).header("mcp-session-id", "nope"), 202),
+        // Revision 2026-07-28 listens with subscriptions/listen.
+        (
+            "GET of 2026-07-28",
+            app.client
+                .get(app.url("/mcp"))
+                .header("accept", "text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28"),
+            405,
+        ),
+        // There are no sessions to end.
+        ("DELETE", app.client.delete(app.url("/mcp")).header("mcp-session-id", "nope"), 405),
     ];
     for (what, request, expected) in cases {
         let answer = request.send().await.expect(what);
@@ -608,6 +680,26 @@ async fn bad_input_never_gets_a_server_error() {
         } else {
             assert_eq!(status, expected, "{what}: {body}");
         }
+    }
+    // Revision 2026-07-28 removed `initialize` and `ping`: asked in that revision, they are not found.
+    for method in ["initialize", "ping"] {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}});
+        let answer = app
+            .client
+            .post(app.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": {"_meta": meta}}))
+            .send()
+            .await
+            .expect(method);
+        let status = answer.status();
+        let body = answer.text().await.unwrap_or_default();
+        assert_eq!(status, 404, "{method}: {body}");
+        assert!(body.contains("\"code\":-32601"), "{method}: {body}");
     }
     let client = connect(&app).await;
     assert_eq!(client.list_all_skills().await.expect("still answering").len(), 1);
@@ -644,10 +736,33 @@ async fn the_readme_configuration_connects() {
     assert_eq!(listed.iter().map(|skill| skill.uri.as_str()).collect::<Vec<_>>(), ["skill://alpha/SKILL.md"]);
 }
 
-/// A session's event stream ends when the token it was opened with is revoked, and takes a place
-/// among the capped event streams while it is open.
+/// A `subscriptions/listen` request of revision 2026-07-28, with extra headers.
+fn listen_request(app: &TestApp, headers: &[(&str, &str)]) -> reqwest::RequestBuilder {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "notifications": {"resourcesListChanged": true},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        },
+    }});
+    let mut request = app
+        .client
+        .post(app.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request
+}
+
+/// A subscription's stream ends when the token it was opened with is revoked.
 #[tokio::test]
-async fn a_session_stream_ends_when_its_token_is_revoked() {
+async fn a_subscription_ends_when_its_token_is_revoked() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_skill(&dir.path().join("skills/alpha"), &skill_md("alpha", "The first skill", "Body."));
     let tokens = dir.path().join("tokens");
@@ -657,38 +772,104 @@ async fn a_session_stream_ends_when_its_token_is_revoked() {
         move |options| options.token_file = Some(tokens)
     })
     .await;
-    let bearer = ("authorization", "Bearer first-token");
-    let answer = initialize(&app, &[bearer]).await;
-    let session = answer.headers()["mcp-session-id"].to_str().expect("session").to_owned();
-    let initialized = app
-        .client
-        .post(app.url("/mcp"))
-        .header(bearer.0, bearer.1)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-        .send()
-        .await
-        .expect("initialized");
-    assert_eq!(initialized.status(), 202);
-    let mut stream = app
-        .client
-        .get(app.url("/mcp"))
-        .header(bearer.0, bearer.1)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .expect("GET /mcp");
+    let mut stream = listen_request(&app, &[("authorization", "Bearer first-token")]).send().await.expect("listen");
     assert_eq!(stream.status(), 200);
+    let acknowledged = stream.chunk().await.expect("read").expect("the acknowledgment");
+    assert!(String::from_utf8_lossy(&acknowledged).contains("notifications/subscriptions/acknowledged"));
     let next = tempfile::NamedTempFile::new_in(dir.path()).expect("temporary");
     std::fs::write(next.path(), "second-token\n").expect("write");
     next.persist(&tokens).expect("replace the token file");
     let ended = tokio::time::timeout(DEADLINE, async { while let Ok(Some(_)) = stream.chunk().await {} }).await;
     assert!(ended.is_ok(), "the stream outlived its token");
+}
+
+/// What a client leaves on the server is bounded: requests leave nothing (no session), and
+/// event streams (subscriptions, 2025-11-25 streams) take places among the capped event streams, in all and per client; one that ends
+/// gives its place back.
+#[tokio::test]
+async fn subscriptions_are_capped_and_requests_leave_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let limits = ConnectionLimits { max_connections: 64, max_streams: 2, max_streams_per_client: 2 };
+    let app = TestApp::spawn_dir_with(dir.path(), |options| options.connections = Some(limits)).await;
+    for _ in 0..200 {
+        let answer = initialize(&app, &[]).await;
+        assert_eq!(answer.status(), 200);
+        assert!(!answer.headers().contains_key("mcp-session-id"));
+    }
+    let mut held = Vec::new();
+    let mut stream = listen_request(&app, &[]).send().await.expect("listen");
+    assert_eq!(stream.status(), 200);
+    stream.chunk().await.expect("read").expect("the acknowledgment");
+    held.push(stream);
+    let get = app.client.get(app.url("/mcp")).header("accept", "text/event-stream");
+    let stream = get.header("mcp-protocol-version", "2025-11-25").send().await.expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    held.push(stream);
+    // Initialize calls took no place: the subscription and the 2025-11-25 stream did, and a third
+    // stream is refused.
+    let refused = listen_request(&app, &[]).send().await.expect("listen");
+    assert!(matches!(refused.status().as_u16(), 429 | 503), "{}", refused.status());
+    // Requests are not streams: they are answered.
+    assert_eq!(initialize(&app, &[]).await.status(), 200);
+    drop(held.remove(0));
+    let reopened = crate::support::wait::eventually("the ended subscription's place is free", || async {
+        let stream = listen_request(&app, &[]).send().await.expect("listen");
+        stream.status() == 200
+    });
+    reopened.await;
+    app.shutdown().await.expect("clean shutdown");
+}
+
+/// Any replica answers any request: two servers of one tree, a 2025-11-25 client initialized on
+/// the first sends its next requests to the second, and a 2026-07-28 client discovers on one and
+/// reads on the other.
+#[tokio::test]
+async fn requests_need_no_replica_affinity() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    let first = TestApp::spawn_dir(dir.path()).await;
+    let second = TestApp::spawn_dir(dir.path()).await;
+    let answer = initialize(&first, &[]).await;
+    assert_eq!(answer.status(), 200);
+    let version = "2025-11-25";
+    let mut answers = Vec::new();
+    for (method, params) in [
+        ("notifications/initialized", None),
+        ("tools/list", Some(json!({}))),
+        ("skills/list", Some(json!({}))),
+        ("resources/read", Some(json!({"uri": "skill://alpha/SKILL.md"}))),
+    ] {
+        let mut body = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            body["id"] = json!(2);
+            body["params"] = params;
+        }
+        let answer = second
+            .client
+            .post(second.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", version)
+            .json(&body)
+            .send()
+            .await
+            .expect("POST /mcp");
+        let status = answer.status().as_u16();
+        answers.push((method, status, answer.text().await.expect("text")));
+    }
+    assert_eq!(answers[0].1, 202, "{answers:?}");
+    for (method, status, text) in &answers[1..] {
+        assert_eq!(*status, 200, "{method}: {text}");
+        assert!(text.contains("\"result\"") && !text.contains("\"error\""), "{method}: {text}");
+    }
+    assert!(answers[3].2.contains("The first skill"));
+    // A client of 2026-07-28 on one replica, then the other: no handshake to lose.
+    let client = connect_2026(&first.url("/mcp")).await;
+    assert_eq!(client.list_all_skills().await.expect("skills/list").len(), 1);
+    let other = connect_2026(&second.url("/mcp")).await;
+    let read = other.read_resource(ReadResourceRequestParams::new("skill://alpha/SKILL.md")).await.expect("read");
+    assert_eq!(bytes_of(&read.contents[0]), std::fs::read(dir.path().join("alpha/SKILL.md")).expect("SKILL.md"));
 }
 
 /// `load_skill` and `read_skill_file` take a version: the current one's digest reads as the
