@@ -3,6 +3,7 @@
 mod check;
 mod download;
 mod health;
+mod init;
 mod locks;
 mod staging;
 
@@ -73,6 +74,9 @@ pub enum Command {
     /// (or that their source no longer has). Exit 1 when any is outdated, 0 when none is, 2
     /// when the lock cannot be read or a source cannot be asked.
     Outdated(locks::OutdatedArgs),
+    /// Create a new skill's folder, DIR/NAME, with a SKILL.md that passes `check --spec`
+    /// (and with --full, `scripts/` and `references/` stubs). An existing folder is left alone.
+    Init(init::InitArgs),
     /// Print the budgeted load of one skill as JSON.
     Load {
         #[command(flatten)]
@@ -138,7 +142,11 @@ impl Command {
             | Command::Check { sources, .. }
             | Command::Manifest { sources }
             | Command::Load { sources, .. } => sources.order_from(matches),
-            Command::Health { .. } | Command::Download(_) | Command::Verify(_) | Command::Outdated(_) => {}
+            Command::Health { .. }
+            | Command::Download(_)
+            | Command::Verify(_)
+            | Command::Outdated(_)
+            | Command::Init(_) => {}
         }
     }
 }
@@ -298,6 +306,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Download(args) => download::run(args).await,
         Command::Verify(args) => locks::verify(&args),
+        Command::Init(args) => init::run(&args),
         Command::Outdated(args) => Ok(locks::outdated(&args).await),
     }
 }

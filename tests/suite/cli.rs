@@ -228,3 +228,45 @@ fn the_check_table_names_each_path_once_and_counts_in_words() {
         json!({"source": format!("{base}/s"), "message": format!("{bad}: {bad}: unclosed description quote")})
     );
 }
+
+/// `init` writes a skill that passes `check --spec` (with `--full`, its stubs too, the script
+/// executable), refuses a name against the specification naming the rule, and never touches an
+/// existing folder.
+#[test]
+fn init_writes_a_skill_that_passes_the_specification() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let into = dir.path().join("skills");
+    let into_arg = into.to_str().expect("UTF-8");
+    let output = skillcat(&["init", "pdf-tools", "--into", into_arg], dir.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let described = "Use when: the user asks about PDFs, 'tables' included";
+    let output = skillcat(&["init", "forms", "--full", "--into", into_arg, "--description", described], dir.path());
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = skillcat(&["check", "--spec", "--json", "--no-builtin", "--dir", into_arg], dir.path());
+    assert!(output.status.success(), "{}{}", stdout(&output), stderr(&output));
+    let report: Value = serde_json::from_str(&stdout(&output)).expect("json");
+    let skills = report["skills"].as_array().expect("skills");
+    let described_as: Vec<(&str, &str)> =
+        skills.iter().map(|s| (s["name"].as_str().expect("name"), s["description"].as_str().expect("d"))).collect();
+    assert_eq!(described_as[0], ("forms", described));
+    assert_eq!(described_as[1].0, "pdf-tools");
+    assert!(skills.iter().all(|skill| skill["spec"] == json!([])), "{report}");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(into.join("forms/scripts/example.sh")).expect("the script").permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert!(into.join("forms/references/REFERENCE.md").is_file());
+    assert!(!into.join("pdf-tools/scripts").exists(), "stubs only with --full");
+    for (name, rule) in [("PDF", "holds 'P'"), ("a--b", "two hyphens in a row"), ("-a", "hyphen"), ("", "is empty")] {
+        let output = skillcat(&["init", "--into", into_arg, "--", name], dir.path());
+        assert_eq!(output.status.code(), Some(1), "{name:?}");
+        assert!(stderr(&output).contains(rule), "{name:?}: {}", stderr(&output));
+    }
+    std::fs::write(into.join("pdf-tools/SKILL.md"), "mine").expect("write");
+    let output = skillcat(&["init", "pdf-tools", "--into", into_arg], dir.path());
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("already exists"), "{}", stderr(&output));
+    assert_eq!(std::fs::read(into.join("pdf-tools/SKILL.md")).expect("read"), b"mine");
+    let leftovers: Vec<_> =
+        std::fs::read_dir(dir.path()).expect("read").map(|entry| entry.expect("entry").file_name()).collect();
+    assert_eq!(leftovers, ["skills"], "no staging folder is left");
+}
