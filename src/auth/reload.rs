@@ -126,6 +126,7 @@ impl TokenStore {
             return Err(TokenFileError::Empty { path });
         }
         tracing::info!(path = %path.display(), tokens = tokens.len(), "bearer tokens required");
+        warn_if_readable_by_others(&path);
         let (sender, receiver) = watch::channel(Arc::new(tokens));
         let reloads = Arc::new(ReloadCounts::default());
         let reloader = Reloader { path, recheck, sender, counts: Arc::clone(&reloads), changed, folders };
@@ -359,6 +360,22 @@ impl FolderWatch {
         let Some(watcher) = &mut self.0 else { return false };
         let wanted = folders.into_iter().map(|folder| Watched::new(folder, RecursiveMode::NonRecursive, 0)).collect();
         watcher.watch(wanted, &[], false).added
+    }
+}
+
+/// Warns (as ssh does of a private key) when others than the file's owner may read the token
+/// file: any local user could then call the server as a client.
+fn warn_if_readable_by_others(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if let Ok(metadata) = std::fs::metadata(path)
+        && metadata.permissions().mode() & 0o044 != 0
+    {
+        let mode = metadata.permissions().mode() & 0o777;
+        tracing::warn!(
+            path = %path.display(),
+            mode = format!("{mode:o}"),
+            "the token file is readable by others than its owner; `chmod 600` it"
+        );
     }
 }
 

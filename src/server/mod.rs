@@ -167,8 +167,7 @@ impl Server {
         let sources =
             Sources::build(&options.sources, &options.state_dir, &metrics).context("cannot set up the sources")?;
         warn_about_unusable_roots(&sources);
-        let listener =
-            TcpListener::bind(options.listen).await.with_context(|| format!("cannot listen on {}", options.listen))?;
+        let listener = TcpListener::bind(options.listen).await.map_err(|error| listen_error(options.listen, error))?;
         let catalog = LiveCatalog::start(sources, options.live.clone(), Arc::clone(&metrics), stopping.clone());
         let streams = StreamSlots::new(&limits);
         let webhook_secret = options.webhook_secret_file.as_deref().map(WebhookSecret::read).transpose()?;
@@ -275,6 +274,18 @@ impl Server {
     }
 }
 
+/// Why the server cannot listen on `address`, with the usual way out of a port below 1024.
+fn listen_error(address: std::net::SocketAddr, error: std::io::Error) -> anyhow::Error {
+    let hint = match error.kind() {
+        std::io::ErrorKind::PermissionDenied if address.port() < 1024 => {
+            "; ports below 1024 need root or the CAP_NET_BIND_SERVICE capability: listen on a port of 1024 or more (such as 8080) and put a proxy or a port mapping in front"
+        }
+        std::io::ErrorKind::AddrInUse => "; another process listens there: stop it or choose another port",
+        _ => "",
+    };
+    anyhow::Error::new(error).context(format!("cannot listen on {address}{hint}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,5 +297,17 @@ mod tests {
         assert_eq!(url("0.0.0.0:80"), "http://127.0.0.1:80/");
         assert_eq!(url("[::]:8080"), "http://[::1]:8080/");
         assert_eq!(url("[2001:db8::1]:8080"), "http://[2001:db8::1]:8080/");
+    }
+
+    #[test]
+    fn a_refused_low_port_says_how_to_get_past_it() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let message = format!("{:#}", listen_error("0.0.0.0:80".parse().unwrap(), denied));
+        assert!(message.starts_with("cannot listen on 0.0.0.0:80; ports below 1024 need root"), "{message}");
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let high = format!("{:#}", listen_error("0.0.0.0:8080".parse().unwrap(), denied));
+        assert!(!high.contains("below 1024"), "{high}");
+        let taken = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        assert!(format!("{:#}", listen_error("127.0.0.1:8080".parse().unwrap(), taken)).contains("another process"));
     }
 }

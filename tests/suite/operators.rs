@@ -292,3 +292,33 @@ async fn a_request_target_over_the_limit_is_a_414_problem() {
     assert_eq!(answer.status, 431, "{answer:?}");
     app.shutdown().await.expect("shutdown");
 }
+
+/// A token file others may read is warned about at start (as ssh warns of a private key); one
+/// only its owner reads is not. The line of each catalog version names its first diagnostics.
+#[tokio::test]
+async fn a_token_file_others_may_read_is_warned_about_and_skipped_skills_are_named() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let skills = dir.path().join("skills");
+    write_skill(&skills.join("alpha"), &skill_md(None, "Alpha.", ""));
+    write_skill(&skills.join("broken"), "---\nname: broken\ndescription: \"unclosed\n---\n");
+    let tokens = dir.path().join("tokens");
+    for (mode, warned) in [(0o644, true), (0o600, false)] {
+        std::fs::write(&tokens, "a-token\n").expect("write");
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let args = ["serve", "--no-builtin", "--dir", path_str(&skills), "--token-file", path_str(&tokens)];
+        let server = ServeProcess::start(&args, &[("SKILLCAT_LISTEN", "127.0.0.1:0")], "info");
+        server.ready().await;
+        let log = server.log();
+        let warnings = log_lines(&log, "WARN", "readable by others");
+        assert_eq!(warnings.len(), usize::from(warned), "mode {mode:o}: {log}");
+        if warned {
+            assert_eq!(warnings[0]["mode"], "644");
+        }
+        let published = log_lines(&log, "INFO", "published a new catalog version");
+        let first = published[0]["first_diagnostics"].as_str().expect("named diagnostics");
+        assert!(first.contains("broken/SKILL.md: unclosed description quote"), "{first}");
+        let (status, _) = server.terminate();
+        assert!(status.success(), "{status}");
+    }
+}

@@ -18,6 +18,9 @@ use crate::catalog::snapshot::{Catalog, CatalogFailure, CatalogState, Snapshot, 
 use crate::catalog::views::blocking;
 use crate::shutdown::stopped;
 
+/// How many diagnostics the line of a new version names.
+const FIRST_DIAGNOSTICS: usize = 3;
+
 /// Skill files read at once while preparing a snapshot.
 const CONCURRENT_READS: usize = 16;
 
@@ -197,7 +200,8 @@ impl LiveCatalog {
         }
     }
 
-    /// One line for each new version: what it holds, and what was skipped, source by source.
+    /// One line for each new version: what it holds, what was skipped source by source, and the
+    /// first few things skipped.
     fn report(&self, version: u64, state: &CatalogState) {
         let CatalogState::Ready(catalog) = state else { return };
         let diagnostics = (self.inner.sources.iter())
@@ -208,11 +212,16 @@ impl LiveCatalog {
             })
             .collect::<Vec<_>>()
             .join(", ");
+        // The first few, so that a log says what was skipped, not only how much.
+        let first: Vec<String> = (catalog.diagnostics.iter().take(FIRST_DIAGNOSTICS))
+            .map(|diagnostic| format!("{}: {}", diagnostic.source, diagnostic.message))
+            .collect();
         tracing::info!(
             version,
             skills = catalog.skills.len(),
             shadowed = catalog.shadowed.len(),
             diagnostics,
+            first_diagnostics = ?first,
             failing = catalog.error.is_some(),
             "published a new catalog version"
         );
