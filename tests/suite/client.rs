@@ -18,6 +18,7 @@ use skillcat_core::{
     SkillError, TokenLimit, budget_skill_content,
 };
 
+use crate::support::files::write_file;
 use crate::support::server::TestApp;
 use crate::support::skills::{skill_md, write_skill};
 use crate::support::wait::eventually;
@@ -576,10 +577,7 @@ fn folder_skill() -> tempfile::TempDir {
         ("docs/a folder/ü n i.txt", b"unicode and spaces\n", 0o644),
     ];
     for (path, bytes, mode) in files {
-        let path = skill.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, bytes).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        write_file(&skill.join(path), bytes, mode);
     }
     for folder in ["", "scripts", "references", "assets", "docs", "docs/a folder"] {
         std::fs::set_permissions(skill.join(folder), std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -14,6 +14,7 @@ use std::process::Output;
 use skillcat_client::{ClientError, Lock, RemoteSkillDiscoverer, RetryPolicy, installed_version};
 use skillcat_core::{Digest, Skill, SkillDiscoverer, SkillError, SkillName, TokenLimit, budget_skill_content};
 
+use crate::support::files::write_file;
 use crate::support::server::TestApp;
 use crate::support::skills::{skill_md, write_skill};
 use crate::support::wait::eventually;
@@ -32,10 +33,7 @@ fn tree() -> tempfile::TempDir {
         ("gamma/data.txt", b"1 2 3\n", 0o644),
     ];
     for (path, bytes, mode) in files {
-        let path = root.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, bytes).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        write_file(&root.join(path), bytes, mode);
     }
     for skill in ["alpha", "beta", "gamma"] {
         std::fs::set_permissions(root.join(skill).join("SKILL.md"), std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -540,8 +538,7 @@ async fn verify_names_each_skill_with_a_changed_byte_an_added_file_a_new_executa
     std::fs::create_dir(skills.join("delta")).unwrap();
     for (path, entry) in untouched {
         if let (mode, Some(bytes)) = entry {
-            std::fs::write(skills.join("delta").join(&path), bytes).unwrap();
-            std::fs::set_permissions(skills.join("delta").join(&path), std::fs::Permissions::from_mode(mode)).unwrap();
+            write_file(&skills.join("delta").join(&path), &bytes, mode);
         }
     }
     std::fs::remove_file(skills.join("beta/notes.txt")).unwrap();

@@ -61,3 +61,11 @@ pub async fn assert_paths_stay_inside(address: SocketAddr, prefix: &str) {
     let long = "a/".repeat(3000) + "b";
     assert_eq!(raw_request(address, "GET", &format!("{prefix}/{long}"), &[], b"").await.status, 404);
 }
+
+/// Writes `bytes` at `path` (creating its folders) with `mode`.
+pub fn write_file(path: &Path, bytes: &[u8], mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(path.parent().expect("a parent")).expect("create the folder");
+    std::fs::write(path, bytes).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}

@@ -14,7 +14,6 @@
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -216,12 +215,7 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Writes `bytes` at `path` (creating its folders) with `mode`.
-pub fn write_file(path: &Path, bytes: &[u8], mode: u32) {
-    std::fs::create_dir_all(path.parent().expect("a parent")).expect("create the folder");
-    std::fs::write(path, bytes).expect("write");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
+pub use super::files::write_file;
 
 /// A port on 127.0.0.1 that was free a moment ago (nothing listens on it now).
 pub fn free_port() -> u16 {
