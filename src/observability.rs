@@ -604,7 +604,7 @@ pub struct McpRequests {
 }
 
 /// The methods the server answers, each counted under its own name.
-pub const MCP_METHODS: [&str; 10] = [
+pub const MCP_METHODS: [&str; 11] = [
     "initialize",
     "ping",
     "skills/list",
@@ -612,6 +612,7 @@ pub const MCP_METHODS: [&str; 10] = [
     "resources/list",
     "resources/read",
     "resources/directory/read",
+    "resources/templates/list",
     "tools/list",
     "subscriptions/listen",
     "tools/call",

@@ -30,12 +30,14 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{Method, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use rmcp::RoleServer;
+use rmcp::model::{ErrorData, JsonRpcError, ProtocolVersion, RequestId, ServerJsonRpcMessage};
 use rmcp::service::RequestContext;
+use rmcp::transport::common::http_header::HEADER_MCP_PROTOCOL_VERSION;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -120,7 +122,7 @@ async fn streams(
         let listens;
         (request, listens) = match mark_bad_cursor(request).await {
             Ok(read) => read,
-            Err(error) => return error.into_response(),
+            Err(refusal) => return refusal,
         };
         if listens {
             slot = match app.streams.open(client) {
@@ -146,15 +148,46 @@ pub(crate) struct BadCursor(pub(crate) &'static str);
 
 /// Reads a POST's body (bounded, as every body is) to mark it [`BadCursor`] if it is one, and says
 /// whether it opens a subscription (`subscriptions/listen`, a stream). Only a body that says
-/// `"cursor"` or the method's name is parsed here.
-async fn mark_bad_cursor(request: Request) -> Result<(Request, bool), HttpError> {
+/// `"cursor"` or the method's name is parsed here. A POST of a protocol version this server does
+/// not speak is refused here ([`unsupported_version`]).
+async fn mark_bad_cursor(request: Request) -> Result<(Request, bool), Response> {
     let (mut parts, body) = request.into_parts();
-    let bytes = crate::http::bounded_body(&parts.extensions, body).await?;
+    let bytes = crate::http::bounded_body(&parts.extensions, body).await.map_err(IntoResponse::into_response)?;
+    if let Some(refusal) = unsupported_version(&parts.headers, &bytes) {
+        return Err(refusal);
+    }
     if let Some(kind) = bad_cursor(&bytes) {
         parts.extensions.insert(BadCursor(kind));
     }
     let listens = listens(&bytes);
     Ok((Request::from_parts(parts, Body::from(bytes)), listens))
+}
+
+/// Where a request of revision 2026-07-28 names its protocol version in `_meta`.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// The answer to a POST whose `MCP-Protocol-Version` header names a version this server does not
+/// speak and whose body names none: 400 with the JSON-RPC `UnsupportedProtocolVersionError`
+/// (-32022) listing the versions it does, as revision 2026-07-28 requires. (The transport refuses
+/// such a header in plain text, which a client that probes with it would take for a server of an
+/// older revision. When the body's `_meta` names a version, the transport answers: -32022 for one
+/// it does not speak, `HeaderMismatch` for one unlike the header's.)
+fn unsupported_version(headers: &axum::http::HeaderMap, body: &[u8]) -> Option<Response> {
+    let requested = headers.get(HEADER_MCP_PROTOCOL_VERSION)?.to_str().ok()?;
+    if ProtocolVersion::KNOWN_VERSIONS.iter().any(|known| known.as_str() == requested) {
+        return None;
+    }
+    let message = serde_json::from_slice::<serde_json::Value>(body).ok();
+    if message.as_ref().and_then(|message| message.get("params")?.get("_meta")?.get(META_PROTOCOL_VERSION)).is_some() {
+        // A request of revision 2026-07-28 or later: the transport compares the two versions.
+        return None;
+    }
+    let id = message.and_then(|message| serde_json::from_value::<RequestId>(message.get("id")?.clone()).ok());
+    let requested: String = requested.chars().take(64).collect();
+    let requested = serde_json::from_value::<ProtocolVersion>(requested.into()).ok()?;
+    let error = ErrorData::unsupported_protocol_version(requested, ProtocolVersion::KNOWN_VERSIONS);
+    let message = ServerJsonRpcMessage::Error(JsonRpcError::new(id, error));
+    Some((StatusCode::BAD_REQUEST, axum::Json(message)).into_response())
 }
 
 /// Whether a JSON-RPC `body` is a `subscriptions/listen` request.

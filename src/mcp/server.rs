@@ -5,9 +5,9 @@ use std::sync::Arc;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, ErrorData,
     GetSkillRequestParams, GetSkillResult, Implementation, InitializeRequestParams, InitializeResult,
-    ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -262,7 +262,31 @@ impl ServerHandler for SkillServer {
             if cursor(request.as_ref(), &context)?.is_some() {
                 return Err(ErrorData::invalid_params("this listing has one page: no cursor applies", None));
             }
-            Ok(ListToolsResult::with_all_items(tools::all()))
+            let mut result = ListToolsResult::with_all_items(tools::all());
+            if let Some((ttl, scope)) = self.cacheable(&context) {
+                result = result.with_ttl_ms(ttl).with_cache_scope(scope);
+            }
+            Ok(result)
+        })
+        .await
+    }
+
+    /// No templates: every resource is listed by its own URI. Answered (rather than left to the
+    /// default) so that its caching attributes say what every other listing says.
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.count("resources/templates/list", async {
+            if cursor(request.as_ref(), &context)?.is_some() {
+                return Err(ErrorData::invalid_params("this listing has one page: no cursor applies", None));
+            }
+            let mut result = ListResourceTemplatesResult::default();
+            if let Some((ttl, scope)) = self.cacheable(&context) {
+                result = result.with_ttl_ms(ttl).with_cache_scope(scope);
+            }
+            Ok(result)
         })
         .await
     }

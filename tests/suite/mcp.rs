@@ -705,6 +705,150 @@ async fn bad_input_never_gets_a_server_error() {
     assert_eq!(client.list_all_skills().await.expect("still answering").len(), 1);
 }
 
+/// A request of revision 2026-07-28 as the transport page writes it (`MCP-Protocol-Version`,
+/// `Mcp-Method`, `Mcp-Name` where the method has one, the `_meta` fields), with `headers` put over
+/// those (an empty value leaves one out). Its status and the JSON-RPC message answered (from
+/// JSON or the event stream's last message), and whether a session id came with it.
+async fn modern(app: &TestApp, method: &str, params: Value, headers: &[(&str, &str)]) -> (u16, Value) {
+    let mut params = params;
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let name = params.get("uri").or_else(|| params.get("name")).and_then(Value::as_str).map(str::to_owned);
+    let mut all = vec![("mcp-protocol-version", "2026-07-28".to_owned()), ("mcp-method", method.to_owned())];
+    if let Some(name) = name.filter(|_| ["resources/read", "tools/call"].contains(&method)) {
+        all.push(("mcp-name", name));
+    }
+    for (header, value) in headers {
+        all.retain(|(name, _)| name != header);
+        if !value.is_empty() {
+            all.push((header, (*value).to_owned()));
+        }
+    }
+    let mut request = app
+        .client
+        .post(app.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 41, "method": method, "params": params}));
+    for (header, value) in all {
+        request = request.header(header, value);
+    }
+    let answer = request.send().await.expect(method);
+    let status = answer.status().as_u16();
+    assert!(!answer.headers().contains_key("mcp-session-id"), "{method}: no session is minted");
+    let text = answer.text().await.expect("body");
+    let message = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:").map(str::trim).filter(|data| !data.is_empty()))
+        .next_back()
+        .unwrap_or(&text);
+    (status, serde_json::from_str(message).unwrap_or_else(|_| panic!("{method}: not JSON-RPC: {text}")))
+}
+
+/// What revision 2026-07-28 and the final Skills extension require of a server, request by request
+/// on the wire: `server/discover`, `resultType` on every result, `ttlMs` and `cacheScope` on every
+/// cacheable one (`skills/list` and `skills/get` among them), the error codes and HTTP statuses of
+/// unknown skills, resources, folders and methods, header checks (`Mcp-Method`, `Mcp-Name`, its
+/// Base64 form) and an unsupported version answered with the versions supported.
+#[tokio::test]
+async fn the_2026_07_28_revision_holds_on_the_wire() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_skill(&dir.path().join("alpha"), &skill_md("alpha", "The first skill", "Body."));
+    write(&dir.path().join("alpha/templates/a.md"), b"A template.\n");
+    let app = TestApp::spawn_dir(dir.path()).await;
+    let skill_md_uri = "skill://alpha/SKILL.md";
+
+    let (status, discover) = modern(&app, "server/discover", json!({}), &[]).await;
+    assert_eq!(status, 200, "{discover}");
+    let result = &discover["result"];
+    assert_eq!(result["resultType"], "complete", "{discover}");
+    for version in ["2026-07-28", "2025-11-25"] {
+        assert!(result["supportedVersions"].as_array().expect("versions").contains(&json!(version)), "{discover}");
+    }
+    assert!(result["capabilities"]["resources"].is_object(), "the extension needs resources: {discover}");
+    assert_eq!(result["capabilities"]["extensions"]["io.modelcontextprotocol/skills"]["directoryRead"], true);
+
+    // Every result says it is complete; the cacheable ones say for how long and for whom.
+    let cacheable = [
+        ("skills/list", json!({})),
+        ("skills/get", json!({"uri": skill_md_uri})),
+        ("resources/list", json!({})),
+        ("resources/read", json!({"uri": skill_md_uri})),
+        ("resources/templates/list", json!({})),
+        ("tools/list", json!({})),
+    ];
+    for (method, params) in cacheable {
+        let (status, answer) = modern(&app, method, params, &[]).await;
+        assert_eq!(status, 200, "{method}: {answer}");
+        let result = &answer["result"];
+        assert_eq!(result["resultType"], "complete", "{method}: {answer}");
+        assert!(result["ttlMs"].is_u64(), "{method}: {answer}");
+        assert_eq!(result["cacheScope"], "public", "{method}, no token: {answer}");
+    }
+    for (method, params) in [
+        ("resources/directory/read", json!({"uri": "skill://alpha/templates"})),
+        ("tools/call", json!({"name": "list_skills", "arguments": {}})),
+    ] {
+        let (status, answer) = modern(&app, method, params, &[]).await;
+        assert_eq!((status, &answer["result"]["resultType"]), (200, &json!("complete")), "{method}: {answer}");
+    }
+    // Base64 sentinels in Mcp-Name are decoded before they are compared with the body.
+    let encoded = format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(skill_md_uri));
+    let (status, answer) =
+        modern(&app, "resources/read", json!({"uri": skill_md_uri}), &[("mcp-name", &encoded)]).await;
+    assert_eq!((status, &answer["result"]["resultType"]), (200, &json!("complete")), "{answer}");
+
+    // Errors: (what, method, params, headers, HTTP status, JSON-RPC code).
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let errors: [(&str, &str, Value, Headers, u16, i64); 8] = [
+        ("an unknown skill", "skills/get", json!({"uri": "skill://nope/SKILL.md"}), &[], 200, -32602),
+        ("a file's URI for a skill", "skills/get", json!({"uri": "skill://alpha/templates/a.md"}), &[], 200, -32602),
+        ("an unknown resource", "resources/read", json!({"uri": "skill://nope/SKILL.md"}), &[], 200, -32602),
+        ("a file as a folder", "resources/directory/read", json!({"uri": skill_md_uri}), &[], 200, -32602),
+        ("an unknown method", "skills/explode", json!({}), &[], 404, -32601),
+        ("Mcp-Method unlike the body's", "skills/list", json!({}), &[("mcp-method", "tools/list")], 400, -32020),
+        ("no Mcp-Name", "resources/read", json!({"uri": skill_md_uri}), &[("mcp-name", "")], 400, -32020),
+        ("a version not spoken", "skills/list", json!({}), &[("mcp-protocol-version", "2099-01-01")], 400, -32020),
+    ];
+    for (what, method, params, headers, expected_status, code) in errors {
+        let (status, answer) = modern(&app, method, params, headers).await;
+        assert_eq!((status, answer["error"]["code"].as_i64()), (expected_status, Some(code)), "{what}: {answer}");
+        assert_eq!(answer["id"], 41, "{what}: {answer}");
+    }
+    // A version named only in the header (as revisions before 2026-07-28 do) that this server does
+    // not speak: the revision's own error, listing what it speaks, so a client can retry.
+    let answer = app
+        .client
+        .post(app.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2099-01-01")
+        .json(&json!({"jsonrpc": "2.0", "id": 42, "method": "skills/list"}))
+        .send()
+        .await
+        .expect("unsupported version");
+    assert_eq!(answer.status(), 400);
+    let answer: Value = answer.json().await.expect("a JSON-RPC error");
+    assert_eq!((answer["id"].as_i64(), answer["error"]["code"].as_i64()), (Some(42), Some(-32022)), "{answer}");
+    assert_eq!(answer["error"]["data"]["requested"], "2099-01-01", "{answer}");
+    let supported = answer["error"]["data"]["supported"].as_array().expect("supported versions");
+    assert!(supported.contains(&json!("2026-07-28")) && supported.contains(&json!("2025-11-25")), "{answer}");
+
+    // The same unknown resource in revision 2025-11-25 keeps that revision's code.
+    let legacy = app
+        .client
+        .post(app.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 43, "method": "resources/read", "params": {"uri": "skill://nope/SKILL.md"}}))
+        .send()
+        .await
+        .expect("legacy read");
+    assert!(legacy.text().await.expect("body").contains("\"code\":-32002"), "2025-11-25's resource not found");
+}
+
 /// The `mcpServers` block of the README, pointed at a test server with a token: a client
 /// configured with its URL path and headers lists the skills.
 #[tokio::test]
