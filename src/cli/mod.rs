@@ -199,13 +199,24 @@ fn serve_main(args: ServeArgs) -> ExitCode {
 /// glibc gives each thread that allocates its own arena (up to 8 per core) and returns little of
 /// it: a server whose catalogs are built on the blocking pool grows by whole arenas over its
 /// first minutes. Two arenas keep the footprint flat (the soak of tests/reliability checks it).
-/// `MALLOC_ARENA_MAX` in the environment still wins.
+/// Buffers of 1 MiB and more (a large catalog's listing and its gzip form, made again for every
+/// version) are mapped on their own, so freeing one gives it back: by default glibc raises that
+/// threshold to the largest buffer freed so far, and from then on keeps buffers of that size in
+/// its arenas, where they stay resident after the version that held them is gone.
+/// `MALLOC_ARENA_MAX` and `MALLOC_MMAP_THRESHOLD_` in the environment still win.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         // SAFETY: called before any other thread exists; mallopt only sets an allocator option.
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        // SAFETY: as above.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
         }
     }
 }

@@ -347,6 +347,9 @@ impl FileListing {
             Some(reason) => FileListing::unavailable(reason),
             None => {
                 skipped.sort_by(|a, b| a.path.cmp(&b.path));
+                // Kept for the life of the skill's version: no room to grow.
+                files.shrink_to_fit();
+                skipped.shrink_to_fit();
                 FileListing { files: Ok(files), skipped }
             }
         }

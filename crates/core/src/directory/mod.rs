@@ -472,6 +472,11 @@ impl DirectorySkillDiscoverer {
             larger.extend(smaller);
             hashes = larger;
         }
+        if !partial {
+            // Each thread's map grew on its own, and the largest took in the others: kept until
+            // the next scan, so no room to grow.
+            hashes.shrink_to_fit();
+        }
         *lock(&self.inner.hashes) = Arc::new(hashes);
         Ok(listings.into_iter().map(|listing| listing.expect("every skill is listed")).collect())
     }
