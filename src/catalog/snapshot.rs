@@ -29,8 +29,8 @@ fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>, file
     ])
 }
 
-/// A skill as `GET /skills` lists it. Its texts are shared with the skill's descriptor and its
-/// source's label, not copied.
+/// A skill as `GET /skills` lists it.
+// Its texts are shared with the skill's descriptor and its source's label, not copied.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SkillEntry {
     #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
@@ -215,6 +215,8 @@ fn listing(
     let field = [b"{\"etag\":".as_slice(), tag.as_bytes(), b","].concat();
     assert_eq!(field.len(), TAG_FIELD, "a tag is 32 hex digits, quoted");
     body[..TAG_FIELD].copy_from_slice(&field);
+    // The room guessed for entries not copied is given back.
+    body.shrink_to_fit();
     (PreparedBody::new(body, etag), spans)
 }
 

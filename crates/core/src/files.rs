@@ -62,6 +62,12 @@ impl SkillFilePath {
         &self.0
     }
 
+    /// `SKILL.md`, in every skill's listing: one text shared by them all.
+    pub(crate) fn skill_md() -> Self {
+        static PATH: std::sync::OnceLock<SkillFilePath> = std::sync::OnceLock::new();
+        PATH.get_or_init(|| SkillFilePath(Arc::from(crate::SKILL_MD))).clone()
+    }
+
     /// The segments, outermost first; the last is the file's name.
     pub fn segments(&self) -> impl DoubleEndedIterator<Item = &str> + '_ {
         self.0.split('/')

@@ -359,7 +359,7 @@ impl<'q> Walk<'q> {
                     Ok((skill, version)) => {
                         self.outcome.found.push(Found { skill: skill.clone(), root, version: *version });
                     }
-                    Err(diagnostic) => self.diagnose(diagnostic.clone()),
+                    Err(diagnostic) => self.diagnose((**diagnostic).clone()),
                 },
                 Kind::Other => {}
             }
@@ -370,7 +370,7 @@ impl<'q> Walk<'q> {
     /// as nagents does while it lists. A folder that does not fit yields nothing (never an
     /// arbitrary subset) and ends the walk; a folder that could not be listed counts nothing.
     fn count(&mut self, path: &[u8], folder: &Folder) -> bool {
-        for (position, name, failure) in &folder.unexamined {
+        for (position, name, failure) in folder.unexamined() {
             if *position >= self.remaining {
                 break;
             }
@@ -381,7 +381,7 @@ impl<'q> Walk<'q> {
             self.remaining = 0;
             return false;
         }
-        if let Some(failure) = &folder.error {
+        if let Some(failure) = folder.error() {
             self.diagnose(Diagnostic::os(path, failure));
             return false;
         }
