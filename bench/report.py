@@ -411,29 +411,45 @@ def size_text(length: int) -> str:
 
 
 def growth(scale: dict | None) -> list[str]:
-    """Row h's costs side by side, by catalog size (the limit on watches raised)."""
+    """Row h's costs side by side, by catalog size (the limit on watches raised), each cell with
+    its factor over the size before it, so that what grows linearly (a factor near the skills')
+    and what does not shows at a glance."""
     if not scale:
         return []
     sizes = [size for size in scale["sizes"].values() if not size["exhausted"]]
     if not sizes:
         return []
-    lines = ["How each cost grows with the catalog (row h, the limit on watches raised):", "",
+    lines = ["How each cost grows with the catalog (row h, the limit on watches raised); in brackets, the "
+             "factor over the column before it:", "",
              "| cost | " + " | ".join(f"{size['skills']:,} skills" for size in sizes) + " |",
              "|---|" + "---|" * len(sizes)]
 
-    def line(name: str, cells: list[str]) -> None:
+    def line(name: str, values: list[float | None], unit: str, digits: int = 0) -> None:
+        cells = []
+        for index, value in enumerate(values):
+            if value is None:
+                cells.append("—")
+                continue
+            cell = f"{value:,.{digits}f}{unit}"
+            before = values[index - 1] if index else None
+            if before:
+                cell += f" (×{value / before:.1f})"
+            cells.append(cell)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
 
-    line("entries / folders", [f"{size['entries']:,} / {size['folders']:,}" for size in sizes])
-    line("cold start to ready", [f"{size['ready_ms']:,.0f} ms" for size in sizes])
-    line("first full walk", [f"{size['cold_scan_ms']:,.0f} ms" for size in sizes])
-    line("rescan after one change (mean)",
-         [f"{size['rescans']['mean_ms']:.1f} ms" if size["rescans"]["mean_ms"] is not None else "—" for size in sizes])
+    line("skills", [size["skills"] for size in sizes], "")
+    line("folders", [size["folders"] for size in sizes], "")
+    line("cold start to ready", [size["ready_ms"] for size in sizes], " ms")
+    line("first full walk", [size["cold_scan_ms"] for size in sizes], " ms")
+    line("rescan after one change (mean)", [size["rescans"]["mean_ms"] for size in sizes], " ms", 1)
+    line("change visible, p50",
+         [size["changes"]["latency_ms"]["p50"] if size["changes"]["latency_ms"] else None for size in sizes], " ms")
     line("change visible, p99",
-         [f"{size['changes']['latency_ms']['p99']:.0f} ms" if size["changes"]["latency_ms"] else "—" for size in sizes])
-    line("VmRSS", [f"{size['memory_kib']['VmRSS'] / MIB:.1f} MiB" for size in sizes])
-    line("GET /skills CPU per request", [f"{size['get_skills']['cpu_us']:,.0f} µs" for size in sizes])
-    line("GET /skills body", [size_text(size["get_skills"]["bytes"]) for size in sizes])
+         [size["changes"]["latency_ms"]["p99"] if size["changes"]["latency_ms"] else None for size in sizes], " ms")
+    line("VmRSS", [size["memory_kib"]["VmRSS"] / MIB for size in sizes], " MiB", 1)
+    line("VmRSS after the changes", [size["memory_after_changes_kib"]["VmRSS"] / MIB for size in sizes], " MiB", 1)
+    line("GET /skills CPU per request", [size["get_skills"]["cpu_us"] for size in sizes], " µs")
+    line("GET /skills body", [size["get_skills"]["bytes"] / 1024 for size in sizes], " KiB")
     return lines + [""]
 
 

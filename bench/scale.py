@@ -27,6 +27,7 @@ Standard library only. Trees go to a temporary directory and are deleted afterwa
 
     python3 bench/scale.py --binary target/release/skillcat            # 200, 10,000, 100,000
     python3 bench/scale.py --binary target/release/skillcat --sizes 200,10000 --changes 20
+    python3 bench/scale.py --binary NEW --baseline OLD --sizes 10000,100000 --rounds 2   # two builds in turn
 """
 
 from __future__ import annotations
@@ -210,7 +211,8 @@ def run_server(binary: Path, config: Path, log_path: Path, rescan_interval: int,
                   listen=f"127.0.0.1:{free_port()}", wrapper=wrapper, timeout=300, env=environment, log_path=log_path)
 
 
-def measure_size(binary: Path, work: Path, skills: int, count: int, exhausted: bool, cpu_requests: int) -> dict:
+def measure_size(binary: Path, work: Path, skills: int, count: int, exhausted: bool, cpu_requests: int,
+                 tag: str = "") -> dict:
     tree = work / f"tree-{skills}"
     if not tree.exists():
         tree.mkdir()
@@ -242,7 +244,7 @@ def measure_size(binary: Path, work: Path, skills: int, count: int, exhausted: b
         result["memory_kib"] = memory_of(server.pid)
         result["get_skills"] = get_skills_cpu(port, server.pid, cpu_requests)
         before = metrics(port)
-        result["changes"] = changes(tree, port, count, 25.0 if exhausted else 10.0, "x" if exhausted else "w")
+        result["changes"] = changes(tree, port, count, 25.0 if exhausted else 10.0, tag + ("x" if exhausted else "w"))
         time.sleep(0.5)
         after = metrics(port)
         scans = after["skillcat_scan_duration_seconds_count"] - before["skillcat_scan_duration_seconds_count"]
@@ -314,15 +316,56 @@ def measure(binary: Path, sizes: list[int], count: int, exhausted: bool = True, 
     return results
 
 
+def compare(binaries: list[Path], sizes: list[int], count: int, rounds: int) -> dict:
+    """Each size's tree served by each binary in turn, `rounds` times, on the same tree (the limit
+    on watches raised): builds compared on one machine within minutes, so that the load of a
+    shared machine weighs on both alike. Results by size, then `binary#round`."""
+    for binary in binaries:
+        if not binary.is_file():
+            raise BenchError(f"no binary at {binary}")
+    work = Path(tempfile.mkdtemp(prefix="skillcat-scale-"))
+    results: dict = {"sizes": {}}
+    try:
+        for skills in sizes:
+            requests = max(5, min(2000, 2_000_000 // skills))
+            runs: dict = {}
+            with RaisedWatchLimit(max(524_288, 4 * skills)):
+                for round_ in range(rounds):
+                    for index, binary in enumerate(binaries):
+                        log(f"compare: {skills:,} skills, {binary}, round {round_ + 1}")
+                        runs[f"{binary}#{round_ + 1}"] = measure_size(
+                            binary, work, skills, count, False, requests, tag=f"b{index}r{round_}")
+            results["sizes"][str(skills)] = runs
+            shutil.rmtree(work / f"tree-{skills}", ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--binary", type=Path, required=True)
     parser.add_argument("--sizes", default="200,10000,100000")
     parser.add_argument("--changes", type=int, default=30)
     parser.add_argument("--no-exhausted", action="store_true")
+    parser.add_argument("--baseline", type=Path,
+                        help="another build: serve each tree with it and with --binary in turn, --rounds times")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    print(json.dumps(measure(args.binary, sizes, args.changes, not args.no_exhausted), indent=2))
+    if args.baseline:
+        result = compare([args.baseline, args.binary], sizes, args.changes, args.rounds)
+        for size, runs in result["sizes"].items():
+            for run, measured in runs.items():
+                latency = measured["changes"]["latency_ms"] or {}
+                print(f"{int(size):>7,} skills  {run}: ready {measured['ready_ms']:,.0f} ms, first walk "
+                      f"{measured['cold_scan_ms']:,.0f} ms, rescan mean {measured['rescans']['mean_ms'] or 0:.1f} ms, "
+                      f"visible p50 {latency.get('p50', 0):.0f} ms p99 {latency.get('p99', 0):.0f} ms, "
+                      f"VmRSS {measured['memory_kib']['VmRSS'] / 1024:.1f} MiB, after the changes "
+                      f"{measured['memory_after_changes_kib']['VmRSS'] / 1024:.1f} MiB", file=sys.stderr)
+    else:
+        result = measure(args.binary, sizes, args.changes, not args.no_exhausted)
+    print(json.dumps(result, indent=2))
     return 0
 
 

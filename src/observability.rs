@@ -273,7 +273,8 @@ impl LoadCounts {
 /// catalog. A skill that leaves the catalog loses its counts.
 #[derive(Debug, Default)]
 struct SkillLoads {
-    counts: std::collections::HashMap<Box<str>, LoadCounts>,
+    /// By name, each shared with the catalog's skill (not copied).
+    counts: std::collections::HashMap<skillcat_core::SkillName, LoadCounts>,
 }
 
 /// One git source's fetches.
@@ -319,12 +320,12 @@ impl Metrics {
 
     /// The names of the current catalog's skills: loads are counted for these only; the counts of
     /// names no longer among them are dropped.
-    pub fn set_catalog_skills<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+    pub fn set_catalog_skills(&self, names: impl ExactSizeIterator<Item = skillcat_core::SkillName>) {
         let mut loads = lock(&self.skill_loads);
-        let mut counts = std::collections::HashMap::new();
+        let mut counts = std::collections::HashMap::with_capacity(names.len());
         for name in names {
-            let kept = loads.counts.remove(name).unwrap_or_default();
-            counts.insert(Box::from(name), kept);
+            let kept = loads.counts.remove(name.as_str()).unwrap_or_default();
+            counts.insert(name, kept);
         }
         loads.counts = counts;
     }
@@ -344,7 +345,7 @@ impl Metrics {
 
     fn render_skill_loads(&self, out: &mut String) {
         let loads = lock(&self.skill_loads);
-        let mut names: Vec<&str> = loads.counts.keys().map(|name| &**name).collect();
+        let mut names: Vec<&str> = loads.counts.keys().map(skillcat_core::SkillName::as_str).collect();
         names.sort_unstable();
         out.push_str(
             "# HELP skillcat_catalog_skill Each skill of the current catalog (1), to find the skills never loaded.\n\
@@ -662,6 +663,10 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
+    fn names(names: &[&str]) -> std::vec::IntoIter<skillcat_core::SkillName> {
+        names.iter().map(|name| skillcat_core::SkillName::parse(name).unwrap()).collect::<Vec<_>>().into_iter()
+    }
+
     /// The dashboard under deploy/ is JSON Grafana can import, its panels do not overlap, and
     /// every metric its queries name is one this registry writes (a histogram by its series).
     #[test]
@@ -671,7 +676,7 @@ mod tests {
         metrics.scan_finished(Duration::from_millis(1));
         metrics.git_fetched("https://h/r.git", true, Duration::from_millis(1), std::time::SystemTime::now());
         metrics.mcp.request("ping", Ok(()));
-        metrics.set_catalog_skills(["pdf"]);
+        metrics.set_catalog_skills(names(&["pdf"]));
         metrics.skill_loaded("pdf", Surface::Load);
         let text = metrics.render();
         let mut series = std::collections::BTreeSet::new();
@@ -721,7 +726,7 @@ mod tests {
     #[test]
     fn loads_are_counted_for_the_catalog_s_names_only() {
         let metrics = Metrics::default();
-        metrics.set_catalog_skills(["pdf", "docx"]);
+        metrics.set_catalog_skills(names(&["pdf", "docx"]));
         metrics.skill_loaded("pdf", Surface::Archive);
         metrics.skill_loaded("pdf", Surface::Archive);
         metrics.skill_loaded("pdf", Surface::Mcp);
@@ -734,11 +739,11 @@ mod tests {
         assert!(text.contains("skillcat_catalog_skill{skill=\"docx\"} 1\n"), "{text}");
         assert!(!text.contains("gone") && !text.contains("skill=\"docx\",surface"), "{text}");
         // A skill that leaves the catalog loses its counts; the others keep theirs.
-        metrics.set_catalog_skills(["docx"]);
-        metrics.set_catalog_skills(["docx", "pdf"]);
+        metrics.set_catalog_skills(names(&["docx"]));
+        metrics.set_catalog_skills(names(&["docx", "pdf"]));
         assert_eq!(metrics.skill_loads("pdf").total(), 0);
         metrics.skill_loaded("docx", Surface::Content);
-        metrics.set_catalog_skills(["docx"]);
+        metrics.set_catalog_skills(names(&["docx"]));
         assert_eq!(metrics.skill_loads("docx").of(Surface::Content), 1);
     }
 

@@ -52,8 +52,9 @@ pub struct PreparedBody {
     /// The tag as a header value, made once rather than per response.
     pub etag_header: HeaderValue,
     /// Filled by [`Catalog::compress`]: `Some` when the body is large enough and gzip makes it
-    /// smaller. Until then the body is sent as is (a client may always get the identity).
-    gzip: OnceLock<Option<GzipBody>>,
+    /// smaller. Until then the body is sent as is (a client may always get the identity). Boxed:
+    /// most bodies (a skill's entry) are too small to have one.
+    gzip: OnceLock<Option<Box<GzipBody>>>,
 }
 
 /// The gzip representation of a prepared body. It has its own strong tag, the identity tag with
@@ -73,7 +74,7 @@ impl PreparedBody {
 
     /// The gzip representation, if there is one (yet).
     pub fn gzip(&self) -> Option<&GzipBody> {
-        self.gzip.get().and_then(Option::as_ref)
+        self.gzip.get().and_then(Option::as_deref)
     }
 
     pub fn compress(&self) {
@@ -82,7 +83,7 @@ impl PreparedBody {
             let quoted = self.etag.as_str();
             let etag = format!("{}-gzip\"", &quoted[..quoted.len() - 1]);
             let etag_header = HeaderValue::from_str(&etag).expect("tags are visible ASCII");
-            Some(GzipBody { bytes, etag_header })
+            Some(Box::new(GzipBody { bytes, etag_header }))
         });
     }
 }

@@ -9,13 +9,21 @@ use skillcat_core::{Digest, FileListing, SkillFile, SkillFilePath};
 
 use super::body::{ETag, PreparedBody};
 
-/// The files of one version of a skill, and the answers made of them.
+/// The files of one version of a skill, and the answers made of them. Most skills of a large
+/// catalog are never asked for their files, so the answers' cells are made with the first of
+/// them: a skill holds one pointer until then.
 #[derive(Debug)]
 pub struct SkillFiles {
     pub listing: Arc<FileListing>,
-    /// `GET /skills/{name}/files`, made on first use.
+    answers: OnceLock<Box<Answers>>,
+}
+
+/// The answers made of one version of a skill's files, each on first use.
+#[derive(Debug, Default)]
+pub(super) struct Answers {
+    /// `GET /skills/{name}/files`.
     body: OnceLock<PreparedBody>,
-    /// `GET /skills/{name}/archive`, made on first use (it reads every file).
+    /// `GET /skills/{name}/archive` (it reads every file).
     pub(super) archive: tokio::sync::OnceCell<Arc<PreparedBody>>,
     /// The digest of that archive, for the discovery index, which needs every skill's digest
     /// but none of their bytes.
@@ -24,18 +32,18 @@ pub struct SkillFiles {
 
 impl SkillFiles {
     pub(super) fn new(listing: Arc<FileListing>) -> Self {
-        SkillFiles {
-            listing,
-            body: OnceLock::new(),
-            archive: tokio::sync::OnceCell::new(),
-            archive_digest: tokio::sync::OnceCell::new(),
-        }
+        SkillFiles { listing, answers: OnceLock::new() }
+    }
+
+    /// The cells of the answers, made on first use.
+    pub(super) fn answers(&self) -> &Answers {
+        self.answers.get_or_init(Box::default)
     }
 
     /// The listing's answer; `None` when the skill is over a bound (the listing says which).
     pub fn body(&self, name: &str, etag: &ETag) -> Option<&PreparedBody> {
         let files = self.listing.files().ok()?;
-        Some(self.body.get_or_init(|| {
+        Some(self.answers().body.get_or_init(|| {
             let body = FilesBody {
                 name,
                 etag,

@@ -1,6 +1,8 @@
 //! The catalog of one scan, for the command line: what `check`, `manifest` and `load` print, with
 //! nagents' semantics and the live catalog's errors. Nothing is prepared beyond what a command
-//! asks for (no entries serialized, no tags hashed): a command answers once and exits.
+//! asks for (no entries serialized, no tags hashed): a command answers once and exits. Its
+//! sources are made for it (`Sources::for_command`): directory sources scan in nagents' view
+//! alone, listing and hashing no skill's files unless the command asks for them (`check --spec`).
 
 use skillcat_core::{CompositeDiscovery, SkillLoadResult, SkillName, SourceError, SourcedSkill, TokenLimit};
 

@@ -2,7 +2,7 @@
 //! was skipped, and the bodies every surface answers alike, prepared once, so a request does no
 //! discovery, serialization or hashing.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use skillcat_core::{
@@ -30,14 +30,21 @@ fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>, file
 }
 
 /// A skill as `GET /skills` lists it.
+// Its texts are shared with the skill's descriptor and its source's label, not copied.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SkillEntry {
     #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub name: SkillName,
-    pub description: String,
-    pub location: String,
+    #[serde(serialize_with = "shared_text")]
+    #[schema(value_type = String)]
+    pub description: Arc<str>,
+    #[serde(serialize_with = "shared_text")]
+    #[schema(value_type = String)]
+    pub location: Arc<str>,
     /// The label of the source that owns the skill.
-    pub source: String,
+    #[serde(serialize_with = "shared_text")]
+    #[schema(value_type = String)]
+    pub source: Arc<str>,
     /// Changes whenever the skill's content, descriptor or source does.
     pub etag: ETag,
     /// The digest of the skill's folder: SHA-256 of one line `<mode> <sha256 hex> <path>\n` per
@@ -45,6 +52,10 @@ pub struct SkillEntry {
     /// `null` when its files are not served (over a bound).
     #[schema(value_type = Option<String>, example = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", pattern = "^sha256:[0-9a-f]{64}$")]
     pub version: Option<Digest>,
+}
+
+fn shared_text<S: serde::Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(text)
 }
 
 /// A descriptor hidden by an earlier source's skill of the same name.
@@ -132,55 +143,111 @@ struct Entries<'a>(&'a [Arc<CatalogSkill>]);
 #[cfg(test)]
 impl Serialize for Entries<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|skill| &skill.entry))
+        serializer.collect_seq(self.0.iter().map(|skill| &*skill.entry))
     }
 }
 
-/// `GET /skills`, tagged with the hash of its content. The skills' entries are not serialized
-/// again: each skill's prepared `GET /skills/{name}` body is exactly its entry, and is reused as
-/// is (a catalog of 100,000 skills changes by a few entries, not by 100,000).
+/// The start of `GET /skills` before its untagged part: `{"etag":` and the tag, which is always
+/// a quoted 32-digit hex string (38 bytes as JSON), then `,`.
+const TAG_FIELD: usize = b"{\"etag\":".len() + 38 + 1;
+
+/// Where each skill's entry lies in a listing body (start, end), in the order of its skills.
+type Spans = Vec<(u32, u32)>;
+
+/// Where the entries of a listing's skills come from: a listing made before (the skills it shares
+/// with this one are copied from it, not serialized again) and, for each skill, its index there.
+struct Earlier<'a> {
+    listing: &'a [u8],
+    spans: &'a [(u32, u32)],
+    /// For each skill of the new listing, its index in the earlier one, if it is listed there.
+    index: Vec<Option<usize>>,
+}
+
+/// `GET /skills`, tagged with the hash of its content, and where each skill's entry lies in it.
+/// The entries of skills an earlier listing holds are copied from it, not serialized again (a
+/// catalog of 100,000 skills changes by a few entries, not by 100,000). The body is made in one
+/// buffer: the untagged body is written after room for the tag field, hashed where it lies, and
+/// the tag written in front of it (its `{` becomes the field's `,`), so a large listing is not
+/// copied a second time.
 fn listing(
     skills: &[Arc<CatalogSkill>],
+    earlier: Option<&Earlier<'_>>,
     shadowed: &[ShadowedEntry],
     diagnostics: &[DiagnosticEntry],
     sources: &[SourceEntry],
     error: Option<&CatalogFailure>,
-) -> PreparedBody {
-    let entries: usize = skills.iter().map(|skill| skill.body.bytes.len() + 1).sum();
-    let mut untagged = Vec::with_capacity(entries + 64 + 256 * (shadowed.len() + diagnostics.len()));
-    untagged.extend_from_slice(b"{\"skills\":[");
+) -> (PreparedBody, Spans) {
+    let copied = |index: usize| {
+        let earlier = earlier?;
+        let (start, end) = earlier.spans[earlier.index[index]?];
+        Some(&earlier.listing[start as usize..end as usize])
+    };
+    let entries: usize = (0..skills.len()).map(|index| copied(index).map_or(512, <[u8]>::len) + 1).sum();
+    let mut body = Vec::with_capacity(TAG_FIELD + entries + 64 + 256 * (shadowed.len() + diagnostics.len()));
+    let mut spans = Vec::with_capacity(skills.len());
+    body.resize(TAG_FIELD - 1, b' ');
+    body.extend_from_slice(b"{\"skills\":[");
     for (index, skill) in skills.iter().enumerate() {
         if index > 0 {
-            untagged.push(b',');
+            body.push(b',');
         }
-        untagged.extend_from_slice(&skill.body.bytes);
+        let start = body.len();
+        match copied(index) {
+            Some(entry) => body.extend_from_slice(entry),
+            None => serde_json::to_writer(&mut body, &*skill.entry).expect("entries serialize"),
+        }
+        let offset = |at: usize| u32::try_from(at).expect("a listing is smaller than 4 GiB");
+        spans.push((offset(start), offset(body.len())));
     }
-    untagged.extend_from_slice(b"],\"shadowed\":");
-    serde_json::to_writer(&mut untagged, shadowed).expect("entries serialize");
-    untagged.extend_from_slice(b",\"diagnostics\":");
-    serde_json::to_writer(&mut untagged, diagnostics).expect("entries serialize");
-    untagged.extend_from_slice(b",\"sources\":");
-    serde_json::to_writer(&mut untagged, sources).expect("entries serialize");
+    body.extend_from_slice(b"],\"shadowed\":");
+    serde_json::to_writer(&mut body, shadowed).expect("entries serialize");
+    body.extend_from_slice(b",\"diagnostics\":");
+    serde_json::to_writer(&mut body, diagnostics).expect("entries serialize");
+    body.extend_from_slice(b",\"sources\":");
+    serde_json::to_writer(&mut body, sources).expect("entries serialize");
     if let Some(error) = error {
-        untagged.extend_from_slice(b",\"error\":");
-        serde_json::to_writer(&mut untagged, error).expect("failures serialize");
+        body.extend_from_slice(b",\"error\":");
+        serde_json::to_writer(&mut body, error).expect("failures serialize");
     }
-    untagged.push(b'}');
-    let etag = ETag::of(&[&untagged]);
-    PreparedBody::new(tagged(&untagged, &etag), etag)
+    body.push(b'}');
+    let etag = ETag::of(&[&body[TAG_FIELD - 1..]]);
+    let tag = serde_json::to_string(&etag).expect("tags serialize");
+    let field = [b"{\"etag\":".as_slice(), tag.as_bytes(), b","].concat();
+    assert_eq!(field.len(), TAG_FIELD, "a tag is 32 hex digits, quoted");
+    body[..TAG_FIELD].copy_from_slice(&field);
+    // The room guessed for entries not copied is given back.
+    body.shrink_to_fit();
+    (PreparedBody::new(body, etag), spans)
 }
 
-/// The body of `GET /skills` (a [`CatalogBody`]): the untagged body with the tag as its first
-/// field, spliced rather than serialized again.
-fn tagged(untagged: &[u8], etag: &ETag) -> Vec<u8> {
-    let rest = untagged.strip_prefix(b"{").expect("an object");
-    let tag = serde_json::to_string(etag).expect("tags serialize");
-    let mut body = Vec::with_capacity(untagged.len() + tag.len() + 9);
-    body.extend_from_slice(b"{\"etag\":");
-    body.extend_from_slice(tag.as_bytes());
-    body.push(b',');
-    body.extend_from_slice(rest);
-    body
+/// A skill's `GET /skills/{name}` body: its entry, serialized on first use (most skills of a large
+/// catalog are only ever listed, and the listing holds their entries already). Derefs to the
+/// prepared body.
+#[derive(Debug)]
+pub struct EntryBody {
+    entry: Arc<SkillEntry>,
+    prepared: OnceLock<Box<PreparedBody>>,
+}
+
+impl EntryBody {
+    fn new(entry: Arc<SkillEntry>) -> Self {
+        EntryBody { entry, prepared: OnceLock::new() }
+    }
+}
+
+impl std::ops::Deref for EntryBody {
+    type Target = PreparedBody;
+
+    fn deref(&self) -> &PreparedBody {
+        self.prepared.get_or_init(|| {
+            let body = PreparedBody::new(
+                serde_json::to_vec(&*self.entry).expect("entries serialize"),
+                self.entry.etag.clone(),
+            );
+            body.compress();
+            Box::new(body)
+        })
+    }
 }
 
 /// A skill of the catalog and its prepared answers.
@@ -196,9 +263,9 @@ pub struct CatalogSkill {
     /// The files of the skill's folder, which the tag covers too (`None`: the source does not
     /// list files).
     pub files: Option<SkillFiles>,
-    pub entry: SkillEntry,
-    /// `GET /skills/{name}`; its tag is the skill's.
-    pub body: PreparedBody,
+    pub entry: Arc<SkillEntry>,
+    /// `GET /skills/{name}`, made on first use; its tag is the skill's.
+    pub body: EntryBody,
     /// What is made from this version of the skill on first use: its search document, its
     /// publication decision, the surfaces' encodings.
     pub views: Views,
@@ -206,18 +273,18 @@ pub struct CatalogSkill {
 
 impl CatalogSkill {
     /// The skill `sourced` of the source labelled `label`, its entry and body prepared.
-    pub(super) fn new(sourced: &SourcedSkill, label: &str) -> Self {
+    pub(super) fn new(sourced: &SourcedSkill, label: &Arc<str>) -> Self {
         let (skill, version) = (&sourced.skill, &sourced.version);
         let etag = skill_etag(label, skill, *version, sourced.files.as_deref());
-        let entry = SkillEntry {
+        let entry = Arc::new(SkillEntry {
             name: skill.name().clone(),
-            description: skill.description().to_owned(),
-            location: skill.location().to_owned(),
-            source: label.to_owned(),
-            etag: etag.clone(),
+            description: Arc::clone(skill.shared_description()),
+            location: Arc::clone(skill.shared_location()),
+            source: Arc::clone(label),
+            etag,
             version: sourced.files.as_deref().and_then(FileListing::version),
-        };
-        let body = PreparedBody::new(serde_json::to_vec(&entry).expect("entries serialize"), etag);
+        });
+        let body = EntryBody::new(Arc::clone(&entry));
         CatalogSkill {
             skill: skill.clone(),
             source: sourced.source,
@@ -269,6 +336,8 @@ pub struct Catalog {
     pub error: Option<CatalogFailure>,
     /// `GET /skills`.
     pub listing: PreparedBody,
+    /// Where each skill's entry lies in `listing`, for the next version's listing to copy.
+    spans: Spans,
     /// `GET /manifest`.
     pub manifest: PreparedBody,
     /// What is made from this version on first use: the search index, the publication
@@ -287,29 +356,34 @@ impl Catalog {
         sources: &[SourceEntry],
     ) -> Option<Self> {
         let label = |source: usize| sources.get(source).map(|source| source.label.clone()).unwrap_or_default();
+        // Each source's label once, shared by the entries of its skills made now.
+        let labels: Vec<Arc<str>> = sources.iter().map(|source| Arc::from(source.label.as_str())).collect();
         // Both in name order: one pass over the two.
-        let mut known_skills = previous.map(|previous| previous.skills.iter().peekable());
+        let mut known_skills = previous.map(|previous| previous.skills.iter().enumerate().peekable());
+        let mut reused = Vec::with_capacity(discovery.skills.len());
         let skills: Vec<Arc<CatalogSkill>> = discovery
             .skills
             .iter()
             .map(|sourced| {
                 let (skill, version) = (&sourced.skill, &sourced.version);
                 let known = known_skills.as_mut().and_then(|known| {
-                    while known.next_if(|known| known.skill.name() < skill.name()).is_some() {}
-                    known.next_if(|known| known.skill.name() == skill.name())
+                    while known.next_if(|(_, known)| known.skill.name() < skill.name()).is_some() {}
+                    known.next_if(|(_, known)| known.skill.name() == skill.name())
                 });
                 // The same descriptor and content from the same source: the same answers (the
                 // tag is a function of them, so it is not even hashed again).
-                if let Some(known) = known
+                if let Some((index, known)) = known
                     && known.version == *version
                     && known.source == sourced.source
                     && known.skill == *skill
                     && known.files.as_ref().map(|files| &files.listing) == sourced.files.as_ref()
                 {
+                    reused.push(Some(index));
                     return Arc::clone(known);
                 }
-                let source = sources.get(sourced.source).map_or("", |source| source.label.as_str());
-                Arc::new(CatalogSkill::new(sourced, source))
+                reused.push(None);
+                let source = labels.get(sourced.source).cloned().unwrap_or_else(|| Arc::from(""));
+                Arc::new(CatalogSkill::new(sourced, &source))
             })
             .collect();
         let shadowed: Vec<ShadowedEntry> = discovery
@@ -336,7 +410,12 @@ impl Catalog {
         {
             return None;
         }
-        let listing = listing(&skills, &shadowed, &diagnostics, sources, None);
+        let earlier = previous.map(|previous| Earlier {
+            listing: &previous.listing.bytes,
+            spans: &previous.spans,
+            index: reused,
+        });
+        let (listing, spans) = listing(&skills, earlier.as_ref(), &shadowed, &diagnostics, sources, None);
         let manifest = render_skill_manifest(skills.iter().map(|skill| &skill.skill));
         let manifest_etag = ETag::of(&[manifest.as_bytes()]);
         Some(Catalog {
@@ -346,6 +425,7 @@ impl Catalog {
             sources: sources.to_vec(),
             error: None,
             listing,
+            spans,
             manifest: PreparedBody::new(manifest.into_bytes(), manifest_etag),
             views: Views::default(),
         })
@@ -354,12 +434,20 @@ impl Catalog {
     /// This catalog, served on while a scan fails: the same skills and manifest, and a listing
     /// that carries the failure (and so a new tag, which tells clients and event streams).
     pub(super) fn failing(&self, error: CatalogFailure) -> Self {
+        let earlier = Earlier {
+            listing: &self.listing.bytes,
+            spans: &self.spans,
+            index: (0..self.skills.len()).map(Some).collect(),
+        };
+        let (listing, spans) =
+            listing(&self.skills, Some(&earlier), &self.shadowed, &self.diagnostics, &self.sources, Some(&error));
         Catalog {
             skills: self.skills.clone(),
             shadowed: self.shadowed.clone(),
             diagnostics: self.diagnostics.clone(),
             sources: self.sources.clone(),
-            listing: listing(&self.skills, &self.shadowed, &self.diagnostics, &self.sources, Some(&error)),
+            listing,
+            spans,
             error: Some(error),
             manifest: self.manifest.clone(),
             // The same skills: the same views of them.
@@ -370,11 +458,9 @@ impl Catalog {
     /// Prepares the gzip form of every body large enough for it. Run off the request path: a
     /// catalog is published first and compressed after, answering with identity bodies until then.
     pub fn compress(&self) {
+        // A skill's own body is compressed when it is made, on first use.
         self.listing.compress();
         self.manifest.compress();
-        for skill in &self.skills {
-            skill.body.compress();
-        }
     }
 
     pub fn get(&self, name: &SkillName) -> Option<&Arc<CatalogSkill>> {
@@ -454,21 +540,37 @@ mod tests {
     fn the_spliced_listing_is_the_serialized_catalog_body() {
         let catalog_skill = |name: &str, description: &str| {
             let skill = Skill::new(name, description, format!("/srv/{name}/SKILL.md")).unwrap();
-            Arc::new(CatalogSkill::new(&SourcedSkill { skill, source: 0, version: None, files: None }, "/srv"))
+            Arc::new(CatalogSkill::new(
+                &SourcedSkill { skill, source: 0, version: None, files: None },
+                &Arc::from("/srv"),
+            ))
         };
         let skills = [catalog_skill("alpha", "Say \"hi\" <now>"), catalog_skill("beta", "Tab\there \u{2028}")];
-        let entry = skills[0].entry.clone();
+        let entry = (*skills[0].entry).clone();
         let shadowed = [ShadowedEntry { name: entry.name.clone(), location: "/b".into(), source: "b".into() }];
         let diagnostics = [DiagnosticEntry { source: "/srv".into(), message: "x: \u{2028} bad".into() }];
         let failure =
             CatalogFailure { source: "/srv".into(), message: "m".into(), since: "2026-12-01T00:00:00Z".into() };
-        let entries = [entry, skills[1].entry.clone()];
+        let entries = [entry, (*skills[1].entry).clone()];
         let sources = [
             SourceEntry { label: "/srv".into(), kind: "directory", commit: None },
             SourceEntry { label: "https://h/r.git".into(), kind: "git", commit: Some("ab".repeat(20)) },
         ];
         for error in [None, Some(&failure)] {
-            let listing = listing(&skills, &shadowed, &diagnostics, &sources, error);
+            let (listing, spans) = listing(&skills, None, &shadowed, &diagnostics, &sources, error);
+            // Each span is the skill's entry, as its own body serializes it.
+            for (skill, &(start, end)) in skills.iter().zip(&spans) {
+                assert_eq!(&listing.bytes[start as usize..end as usize], &skill.body.bytes[..]);
+                assert_eq!(skill.body.etag, skill.entry.etag);
+            }
+            // A listing that copies its entries from an earlier one (here in another order, one
+            // of them not listed there) is the listing made afresh.
+            let reversed = [Arc::clone(&skills[1]), Arc::clone(&skills[0])];
+            let earlier = Earlier { listing: &listing.bytes, spans: &spans, index: vec![None, Some(0)] };
+            let (copied, _) = super::listing(&reversed, Some(&earlier), &shadowed, &diagnostics, &sources, error);
+            let (fresh, _) = super::listing(&reversed, None, &shadowed, &diagnostics, &sources, error);
+            assert_eq!(copied.bytes, fresh.bytes);
+            assert_eq!(copied.etag, fresh.etag);
             let expected = serde_json::to_vec(&CatalogBody {
                 etag: &listing.etag,
                 skills: &entries,

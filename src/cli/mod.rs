@@ -18,7 +18,7 @@ use crate::catalog::OfflineCatalog;
 use crate::config::SourceArgs;
 use crate::limits::{ConnectionLimits, memory_limit, raise_descriptor_limit};
 use crate::listen::ListenAddr;
-use crate::observability::{LogFormat, Metrics};
+use crate::observability::LogFormat;
 use crate::server::{ServeOptions, Server};
 use crate::sources::Sources;
 
@@ -199,13 +199,24 @@ fn serve_main(args: ServeArgs) -> ExitCode {
 /// glibc gives each thread that allocates its own arena (up to 8 per core) and returns little of
 /// it: a server whose catalogs are built on the blocking pool grows by whole arenas over its
 /// first minutes. Two arenas keep the footprint flat (the soak of tests/reliability checks it).
-/// `MALLOC_ARENA_MAX` in the environment still wins.
+/// Buffers of 1 MiB and more (a large catalog's listing and its gzip form, made again for every
+/// version) are mapped on their own, so freeing one gives it back: by default glibc raises that
+/// threshold to the largest buffer freed so far, and from then on keeps buffers of that size in
+/// its arenas, where they stay resident after the version that held them is gone.
+/// `MALLOC_ARENA_MAX` and `MALLOC_MMAP_THRESHOLD_` in the environment still win.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
         // SAFETY: called before any other thread exists; mallopt only sets an allocator option.
         unsafe {
             libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        // SAFETY: as above.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
         }
     }
 }
@@ -266,7 +277,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(_) | Command::Health { .. } => unreachable!("runs without this runtime"),
         Command::Check { sources, json, spec } => {
-            let catalog = OfflineCatalog::scan(build(&sources)?).await;
+            // The files of each skill only for `--spec`, which says when they are not served.
+            let catalog = OfflineCatalog::scan(build(&sources, spec)?).await;
             let mut report = check::Report::new(&catalog);
             if spec {
                 report.check_spec(&catalog).await;
@@ -289,14 +301,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(code)
         }
         Command::Manifest { sources } => {
-            let catalog = OfflineCatalog::scan(build(&sources)?).await;
+            let catalog = OfflineCatalog::scan(build(&sources, false)?).await;
             let mut out = std::io::stdout().lock();
             out.write_all(catalog.manifest()?.as_bytes())?;
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Load { sources, name, token_limit } => {
-            let catalog = OfflineCatalog::scan(build(&sources)?).await;
+            let catalog = OfflineCatalog::scan(build(&sources, false)?).await;
             let loaded = catalog.load(&name, token_limit).await?;
             let mut out = std::io::stdout().lock();
             serde_json::to_writer(&mut out, &loaded)?;
@@ -318,11 +330,13 @@ fn token_limit(text: &str) -> Result<TokenLimit, String> {
     limit().ok_or_else(|| format!("expected an integer from 1 to {MAX_SKILL_TOKEN_LIMIT}"))
 }
 
-fn build(args: &SourceArgs) -> anyhow::Result<Sources> {
+/// The sources of a command, which scans once, counts nothing and prints one answer: nagents'
+/// view of the skills, with each skill's files only when `files` (the folder view costs a listing
+/// of every skill's folder and a digest of every file).
+fn build(args: &SourceArgs, files: bool) -> anyhow::Result<Sources> {
     let (configs, file) = args.resolve()?;
     let state_dir = args.state_dir(&configs, &file)?;
-    // A command's scans are counted nowhere: it prints one answer and exits.
-    Sources::build(&configs, &state_dir, &std::sync::Arc::new(Metrics::default())).context("cannot set up the sources")
+    Sources::for_command(&configs, &state_dir, files).context("cannot set up the sources")
 }
 
 #[cfg(test)]

@@ -37,6 +37,12 @@ impl DirectorySource {
         });
         Ok(DirectorySource { discoverer, label, folders, metrics })
     }
+
+    /// This source in nagents' view alone: no files listed, nothing kept for rescans (see
+    /// [`DirectorySkillDiscoverer::descriptors_only`]).
+    pub fn descriptors_only(self) -> Self {
+        DirectorySource { discoverer: self.discoverer.descriptors_only(), ..self }
+    }
 }
 
 #[async_trait]

@@ -123,22 +123,40 @@ impl Sources {
     /// The sources `configs` describe; git sources keep their mirrors under `state_dir`. Scans
     /// count into `metrics`.
     pub fn build(configs: &[SourceConfig], state_dir: &Path, metrics: &Arc<Metrics>) -> std::io::Result<Self> {
-        let sources: Vec<Arc<dyn Source>> =
-            configs
-                .iter()
-                .map(|config| -> std::io::Result<Arc<dyn Source>> {
-                    Ok(match config {
-                        SourceConfig::Directory { name, roots, max_entries, max_depth } => Arc::new(
-                            DirectorySource::new(name.clone(), roots, *max_entries, *max_depth, Arc::clone(metrics))?,
-                        ),
-                        SourceConfig::Builtin { name } => Arc::new(BuiltinSource::new(name.clone())),
-                        SourceConfig::Git(config) => Arc::new(
-                            GitSource::new(config.clone(), state_dir, Arc::clone(metrics))
-                                .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))?,
-                        ),
-                    })
+        Self::build_with(configs, state_dir, metrics, true)
+    }
+
+    /// The sources of a command that answers once from one scan. Without `folder_view` their
+    /// scans are nagents' view alone: directory sources list no files, hash nothing and keep
+    /// nothing for rescans (`check`, `manifest` and `load` need none of it; `check --spec` asks
+    /// for the files).
+    pub fn for_command(configs: &[SourceConfig], state_dir: &Path, folder_view: bool) -> std::io::Result<Self> {
+        Self::build_with(configs, state_dir, &Arc::new(Metrics::default()), folder_view)
+    }
+
+    fn build_with(
+        configs: &[SourceConfig],
+        state_dir: &Path,
+        metrics: &Arc<Metrics>,
+        folder_view: bool,
+    ) -> std::io::Result<Self> {
+        let sources: Vec<Arc<dyn Source>> = configs
+            .iter()
+            .map(|config| -> std::io::Result<Arc<dyn Source>> {
+                Ok(match config {
+                    SourceConfig::Directory { name, roots, max_entries, max_depth } => {
+                        let source =
+                            DirectorySource::new(name.clone(), roots, *max_entries, *max_depth, Arc::clone(metrics))?;
+                        Arc::new(if folder_view { source } else { source.descriptors_only() })
+                    }
+                    SourceConfig::Builtin { name } => Arc::new(BuiltinSource::new(name.clone())),
+                    SourceConfig::Git(config) => Arc::new(
+                        GitSource::new(config.clone(), state_dir, Arc::clone(metrics))
+                            .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error))?,
+                    ),
                 })
-                .collect::<Result<_, _>>()?;
+            })
+            .collect::<Result<_, _>>()?;
         let missed = sources.iter().map(|_| AtomicBool::new(false)).collect();
         Ok(Sources { sources, missed })
     }

@@ -62,6 +62,12 @@ impl SkillFilePath {
         &self.0
     }
 
+    /// `SKILL.md`, in every skill's listing: one text shared by them all.
+    pub(crate) fn skill_md() -> Self {
+        static PATH: std::sync::OnceLock<SkillFilePath> = std::sync::OnceLock::new();
+        PATH.get_or_init(|| SkillFilePath(Arc::from(crate::SKILL_MD))).clone()
+    }
+
     /// The segments, outermost first; the last is the file's name.
     pub fn segments(&self) -> impl DoubleEndedIterator<Item = &str> + '_ {
         self.0.split('/')
@@ -347,6 +353,9 @@ impl FileListing {
             Some(reason) => FileListing::unavailable(reason),
             None => {
                 skipped.sort_by(|a, b| a.path.cmp(&b.path));
+                // Kept for the life of the skill's version: no room to grow.
+                files.shrink_to_fit();
+                skipped.shrink_to_fit();
                 FileListing { files: Ok(files), skipped }
             }
         }

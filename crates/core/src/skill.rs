@@ -205,8 +205,8 @@ pub struct Skill(Arc<Fields>);
 #[derive(PartialEq, Eq, Hash)]
 struct Fields {
     name: SkillName,
-    description: Box<str>,
-    location: Box<str>,
+    description: Arc<str>,
+    location: Arc<str>,
 }
 
 impl fmt::Debug for Skill {
@@ -248,6 +248,17 @@ impl Skill {
     }
 
     pub fn location(&self) -> &str {
+        &self.0.location
+    }
+
+    /// The description, for a holder that keeps it beside the skill (a clone is a reference
+    /// count, not a copy).
+    pub fn shared_description(&self) -> &Arc<str> {
+        &self.0.description
+    }
+
+    /// The location, shared as [`shared_description`](Self::shared_description) is.
+    pub fn shared_location(&self) -> &Arc<str> {
         &self.0.location
     }
 }

@@ -175,7 +175,8 @@ impl LiveCatalog {
     /// the listing.
     pub async fn archive(&self, skill: &CatalogSkill) -> Result<Arc<PreparedBody>, CatalogError> {
         let (files, _) = skill.files()?;
-        files.archive.get_or_try_init(|| async { Ok(Arc::new(self.build_archive(skill).await?.0)) }).await.cloned()
+        let answers = files.answers();
+        answers.archive.get_or_try_init(|| async { Ok(Arc::new(self.build_archive(skill).await?.0)) }).await.cloned()
     }
 
     /// The digest of `skill`'s archive, found once per skill version. The archive made to find it
@@ -184,12 +185,13 @@ impl LiveCatalog {
     /// so the archive made again when it is asked for has this digest (or is refused as changed).
     pub async fn archive_digest(&self, skill: &CatalogSkill) -> Result<Digest, CatalogError> {
         let (files, _) = skill.files()?;
-        files
+        let answers = files.answers();
+        answers
             .archive_digest
             .get_or_try_init(|| async {
                 // An archive already made: its tag is its digest, quoted.
-                let made =
-                    files.archive.get().and_then(|archive| Digest::parse(archive.etag.as_str().trim_matches('"')).ok());
+                let made = (answers.archive.get())
+                    .and_then(|archive| Digest::parse(archive.etag.as_str().trim_matches('"')).ok());
                 match made {
                     Some(digest) => Ok(digest),
                     None => Ok(self.build_archive(skill).await?.1),

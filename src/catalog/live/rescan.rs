@@ -146,7 +146,7 @@ impl LiveCatalog {
         let Some(state) = state else { return };
         if let CatalogState::Ready(catalog) = &state {
             metrics.set_catalog_size(catalog.skills.len());
-            metrics.set_catalog_skills(catalog.skills.iter().map(|skill| skill.skill.name().as_str()));
+            metrics.set_catalog_skills(catalog.skills.iter().map(|skill| skill.skill.name().clone()));
         }
         let mut published = None;
         self.inner.snapshots.send_if_modified(|current| {
@@ -164,6 +164,8 @@ impl LiveCatalog {
                 if let CatalogState::Ready(catalog) = &snapshot.state {
                     catalog.compress();
                 }
+                drop(snapshot);
+                give_back_free_memory();
             });
         }
     }
@@ -239,6 +241,18 @@ impl LiveCatalog {
                 sourced.version = content.ok().map(|content| ContentVersion::of(&content));
             })
             .await;
+    }
+}
+
+/// Hands the free pages of the allocator's arenas back to the system, once a new version is
+/// published and compressed: its scan's and build's passing allocations (the walk's buffers, the
+/// discovery, the previous listing) are freed by then, and glibc would otherwise keep the pages
+/// they leave between the ones still in use.
+fn give_back_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

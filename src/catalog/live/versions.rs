@@ -123,7 +123,7 @@ impl LiveCatalog {
         }
         let sourced =
             SourcedSkill { skill: pinned.skill, source, version: Some(pinned.content), files: Some(pinned.listing) };
-        let mut skill = CatalogSkill::new(&sourced, owner.label());
+        let mut skill = CatalogSkill::new(&sourced, &Arc::from(owner.label()));
         skill.reader = Some(Reader(pinned.reader));
         let skill = Arc::new(skill);
         let mut kept = lock(&self.inner.pinned.0);

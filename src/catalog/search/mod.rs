@@ -106,8 +106,8 @@ impl LiveCatalog {
             .into_iter()
             .map(|hit| SearchHit {
                 name: hit.skill.entry.name.to_string(),
-                description: hit.skill.entry.description.clone(),
-                source: hit.skill.entry.source.clone(),
+                description: hit.skill.entry.description.to_string(),
+                source: hit.skill.entry.source.to_string(),
                 etag: hit.skill.entry.etag.clone(),
                 score: hit.score.to_string().parse().expect("a float's decimal reads back"),
                 excerpt: hit.excerpt,

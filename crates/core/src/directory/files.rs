@@ -296,7 +296,8 @@ impl<'p> Lister<'p> {
             let counted = tree.bytes.saturating_add(key.size);
             return Err(Stop::Bound(FilesUnavailable::TooLarge { counted, path, size: key.size }));
         }
-        let file_path = match SkillFilePath::parse(&path) {
+        let parsed = if path == crate::SKILL_MD { Ok(SkillFilePath::skill_md()) } else { SkillFilePath::parse(&path) };
+        let file_path = match parsed {
             Ok(file_path) => file_path,
             Err(invalid) => {
                 tree.skip(path, SkipReason::InvalidPath(invalid));

@@ -98,22 +98,51 @@ pub(super) struct Prepared {
 
 /// A folder's listing and its `SKILL.md`, as a walk saw them.
 #[derive(Debug)]
+///
+/// A picture keeps one per folder of the tree between scans, so what is rare (an entry that could
+/// not be examined, a listing that failed, a `SKILL.md` that is no skill) is boxed: a folder
+/// listed cleanly holds its names, its entries and its skill.
 pub(crate) struct Folder {
     /// Every entry's name, back to back.
-    pub(super) names: Vec<u8>,
+    pub(super) names: Box<[u8]>,
     /// Entries in code-point order of names.
-    pub(super) entries: Vec<Entry>,
+    pub(super) entries: Box<[Entry]>,
+    /// What went wrong while listing it, if anything did.
+    pub(super) trouble: Option<Box<Trouble>>,
+    pub(super) skill: Option<Result<(Skill, ContentVersion), Box<Diagnostic>>>,
+}
+
+/// What went wrong while listing a folder.
+#[derive(Debug, Default)]
+pub(crate) struct Trouble {
     /// Entries whose type could not be looked up: their position in listing order (which decides
     /// whether nagents reports them before the entry limit trips), name and error.
     pub(super) unexamined: Vec<(usize, Vec<u8>, OsFailure)>,
-    /// Listing failed after `entries`.
+    /// Listing failed after the entries listed.
     pub(super) error: Option<OsFailure>,
-    pub(super) skill: Option<Result<(Skill, ContentVersion), Diagnostic>>,
 }
 
 impl Folder {
     pub(super) fn name(&self, entry: Entry) -> &[u8] {
         &self.names[entry.start as usize..(entry.start + entry.len) as usize]
+    }
+
+    /// Entries whose type could not be looked up (see [`Trouble::unexamined`]).
+    pub(super) fn unexamined(&self) -> &[(usize, Vec<u8>, OsFailure)] {
+        self.trouble.as_deref().map_or(&[], |trouble| &trouble.unexamined)
+    }
+
+    /// Why listing failed after the entries listed, if it did.
+    pub(super) fn error(&self) -> Option<&OsFailure> {
+        self.trouble.as_deref().and_then(|trouble| trouble.error.as_ref())
+    }
+
+    /// Reads and parses its `SKILL.md` if it lists one and was listed completely.
+    fn read_skill(&mut self, fd: BorrowedFd<'_>, path: &[u8], buffer: &mut Vec<u8>) {
+        if self.error().is_none() && self.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
+            let location = join(path, SKILL_FILE.as_bytes());
+            self.skill = Some(read_skill(fd, &location, buffer).map_err(Box::new));
+        }
     }
 }
 
@@ -253,10 +282,7 @@ pub(super) fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> P
     let names = &folder.names;
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
     folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    if folder.error.is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
-        let location = join(&path, SKILL_FILE.as_bytes());
-        folder.skill = Some(read_skill(fd.as_fd(), &location, &mut buffers.content));
-    }
+    folder.read_skill(fd.as_fd(), &path, &mut buffers.content);
     Prepared { path, visit: Arc::new(Ok(folder)), fd: Some(Arc::new(fd)) }
 }
 
@@ -299,9 +325,9 @@ pub(super) fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> (Folder, O
         names.extend_from_slice(name);
         entries.push(Entry { start, len: name.len() as u32, kind });
     }
-    names.shrink_to_fit();
-    entries.shrink_to_fit();
-    (Folder { names, entries, unexamined, error, skill: None }, fd)
+    let trouble = (!unexamined.is_empty() || error.is_some()).then(|| Box::new(Trouble { unexamined, error }));
+    let folder = Folder { names: names.into_boxed_slice(), entries: entries.into_boxed_slice(), trouble, skill: None };
+    (folder, fd)
 }
 
 /// Reads and parses one `SKILL.md`; `path` is its location.
@@ -357,10 +383,9 @@ pub(super) fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder
             Ok(again) => list(again, path, &mut buffers.listing),
             Err(errno) => {
                 return Folder {
-                    names: Vec::new(),
-                    entries: Vec::new(),
-                    unexamined: Vec::new(),
-                    error: Some(OsFailure::new(errno, path)),
+                    names: Box::default(),
+                    entries: Box::default(),
+                    trouble: Some(Box::new(Trouble { error: Some(OsFailure::new(errno, path)), ..Trouble::default() })),
                     skill: None,
                 };
             }
@@ -368,10 +393,7 @@ pub(super) fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder
     let names = &folder.names;
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
     folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    if folder.error.is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
-        let location = join(path, SKILL_FILE.as_bytes());
-        folder.skill = Some(read_skill(fd.as_fd(), &location, &mut buffers.content));
-    }
+    folder.read_skill(fd.as_fd(), path, &mut buffers.content);
     folder
 }
 

@@ -46,6 +46,9 @@ const MIN_SKILLS_PER_THREAD: usize = 64;
 /// rescan reads only files whose (device, inode, size, modification and change times) differ
 /// from what the previous scan saw.
 ///
+/// [`descriptors_only`](Self::descriptors_only) makes a source of nagents' view alone: no file
+/// listings, no digests, nothing kept for rescans (a command that answers once).
+///
 /// Clones share the catalog of the last scan and the digests.
 #[derive(Debug, Clone)]
 pub struct DirectorySkillDiscoverer {
@@ -71,6 +74,9 @@ struct Inner {
     /// Paths changed since the file listings of `catalog` were made, by rescans that failed (a
     /// name listed twice): the next rescan lists the files beneath them again.
     unlisted: Mutex<Vec<Vec<u8>>>,
+    /// Whether scans list files and keep what a rescan starts from (the folder view); `false`
+    /// for nagents' view alone.
+    folder_view: bool,
 }
 
 /// The folders a scan saw, and where each root resolved to then (the paths a file watcher
@@ -115,8 +121,36 @@ impl DirectorySkillDiscoverer {
             settle_seconds: files::SETTLE_SECONDS,
             picture: Mutex::default(),
             unlisted: Mutex::default(),
+            folder_view: true,
         };
         DirectorySkillDiscoverer { inner: Arc::new(inner) }
+    }
+
+    /// This source as nagents sees skills: its scans read and parse every `SKILL.md` in the same
+    /// walk, with the same bounds and diagnostics, but list no skill's files (the discovery's
+    /// [`files`](Discovery::files) is empty, as a source that lists none gives it), hash nothing
+    /// and keep no picture of the folders for rescans ([`rescan_blocking`](Self::rescan_blocking)
+    /// always answers `None`). Loads work as before. For a command that answers once.
+    pub fn descriptors_only(self) -> Self {
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
+            roots: shared.roots.clone(),
+            max_entries: shared.max_entries,
+            max_depth: shared.max_depth,
+            catalog: Mutex::default(),
+            hashes: Mutex::default(),
+            files_hashed: AtomicU64::new(0),
+            settle_seconds: shared.settle_seconds,
+            picture: Mutex::default(),
+            unlisted: Mutex::default(),
+            folder_view: true,
+        });
+        inner.folder_view = false;
+        DirectorySkillDiscoverer { inner: Arc::new(inner) }
+    }
+
+    /// Whether scans list each skill's files (see [`descriptors_only`](Self::descriptors_only)).
+    pub fn lists_files(&self) -> bool {
+        self.inner.folder_view
     }
 
     pub fn roots(&self) -> &[AbsoluteRoot] {
@@ -135,7 +169,10 @@ impl DirectorySkillDiscoverer {
     pub fn scan_blocking(&self) -> Result<Discovery, SkillError> {
         let config = &self.inner;
         *lock(&config.picture) = None;
-        let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth);
+        let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth, config.folder_view);
+        if !config.folder_view {
+            return self.descriptors(outcome);
+        }
         self.conclude(outcome, None)
     }
 
@@ -149,6 +186,7 @@ impl DirectorySkillDiscoverer {
     /// [`scan_blocking`](Self::scan_blocking) then.
     pub fn rescan_blocking(&self, changed: &[PathBuf]) -> Option<Result<Discovery, SkillError>> {
         let config = &self.inner;
+        // Without a folder view no picture is kept: `None`, so a full scan runs.
         let Seen { mut picture, resolved } = lock(&config.picture).take()?;
         let mut touched: Vec<Vec<u8>> = Vec::new();
         for path in changed {
@@ -181,6 +219,19 @@ impl DirectorySkillDiscoverer {
     /// Folders the last scan saw and keeps for the next rescan.
     pub fn folders_seen(&self) -> usize {
         lock(&self.inner.picture).as_ref().map_or(0, |seen| seen.picture.len())
+    }
+
+    /// The discovery of a walk's outcome in nagents' view: the descriptors, their content versions
+    /// and the diagnostics; no files listed, nothing kept for a rescan.
+    fn descriptors(&self, outcome: walk::Outcome) -> Result<Discovery, SkillError> {
+        if let Some((path, source)) = outcome.exhausted {
+            return Err(SkillError::Io { context: format!("the scan stopped at {path}"), source });
+        }
+        let found = sorted_catalog(outcome.found, |found| &found.skill)?;
+        let skills = found.iter().map(|found| found.skill.clone()).collect();
+        let versions = found.iter().map(|found| found.version).collect();
+        *lock(&self.inner.catalog) = Arc::new(Catalog { found, files: Vec::new() });
+        Ok(Discovery { skills, versions, files: Vec::new(), diagnostics: outcome.diagnostics })
     }
 
     /// The discovery of a walk's outcome. `touched`: for a rescan, the paths whose changes it
@@ -241,7 +292,7 @@ impl DirectorySkillDiscoverer {
             .iter()
             .map(|found| {
                 let index = previous.found.binary_search_by(|known| known.skill.name().cmp(found.skill.name())).ok()?;
-                Some(Arc::clone(&previous.files[index]))
+                previous.files.get(index).cloned()
             })
             .collect();
         let files = match self.list_files(&found, &outcome.roots, &reused, &known, touched.is_some()) {
@@ -284,7 +335,7 @@ impl DirectorySkillDiscoverer {
         let catalog = Arc::clone(&self.inner.catalog.lock().unwrap_or_else(PoisonError::into_inner));
         let (found, listing) = catalog.current(skill)?;
         let changed = || SkillError::Changed { name: skill.name().clone() };
-        if listing.get(path).is_none() {
+        if listing.and_then(|listing| listing.get(path)).is_none() {
             return Err(changed());
         }
         let mut folders = folders_below(&self.inner.roots[found.root], skill.location());
@@ -421,6 +472,11 @@ impl DirectorySkillDiscoverer {
             larger.extend(smaller);
             hashes = larger;
         }
+        if !partial {
+            // Each thread's map grew on its own, and the largest took in the others: kept until
+            // the next scan, so no room to grow.
+            hashes.shrink_to_fit();
+        }
         *lock(&self.inner.hashes) = Arc::new(hashes);
         Ok(listings.into_iter().map(|listing| listing.expect("every skill is listed")).collect())
     }
@@ -528,7 +584,7 @@ fn file_error(skill: &Skill, path: &SkillFilePath, source: std::io::Error) -> Sk
     SkillError::Io { context: format!("cannot read '{path}' of skill '{}'", skill.name()), source }
 }
 
-/// One scan's skills in name order, and their files.
+/// One scan's skills in name order, and their files (none when the scan listed no files).
 #[derive(Debug, Default)]
 struct Catalog {
     found: Vec<Found>,
@@ -536,12 +592,13 @@ struct Catalog {
 }
 
 impl Catalog {
-    /// The scan's entry for `skill` if `skill` is its current descriptor.
-    fn current(&self, skill: &Skill) -> Result<(&Found, &FileListing), SkillError> {
+    /// The scan's entry for `skill` if `skill` is its current descriptor, and its files if the
+    /// scan listed them.
+    fn current(&self, skill: &Skill) -> Result<(&Found, Option<&FileListing>), SkillError> {
         let index = self.found.binary_search_by(|found| found.skill.name().cmp(skill.name())).ok();
         index
             .filter(|&index| self.found[index].skill == *skill)
-            .map(|index| (&self.found[index], &*self.files[index]))
+            .map(|index| (&self.found[index], self.files.get(index).map(|files| &**files)))
             .ok_or_else(|| SkillError::NotInCatalog { name: skill.name().clone(), catalog: "directory" })
     }
 }

@@ -92,8 +92,9 @@ impl Picture {
     }
 }
 
-/// A full walk of `roots`, every folder from disk.
-pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize) -> Outcome {
+/// A full walk of `roots`, every folder from disk; its picture is left empty unless `keep_picture`
+/// (nothing will rescan from it).
+pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize, keep_picture: bool) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
     let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
     let queue = Queue::default();
@@ -105,6 +106,7 @@ pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize)
                 .expect("cannot start a scan thread");
         }
         let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Disk(&queue), Picture::default());
+        walk.keep_picture = keep_picture;
         for (index, root) in roots.iter().enumerate() {
             if walk.remaining == 0 {
                 break;
@@ -186,6 +188,8 @@ struct Walk<'q> {
     picture: Picture,
     roots: &'q [AbsoluteRoot],
     buffers: Buffers,
+    /// Whether the folders listed from disk go into the picture.
+    keep_picture: bool,
 }
 
 impl<'q> Walk<'q> {
@@ -205,6 +209,7 @@ impl<'q> Walk<'q> {
             picture,
             roots,
             buffers: Buffers::default(),
+            keep_picture: true,
         }
     }
 
@@ -293,7 +298,7 @@ impl<'q> Walk<'q> {
         {
             return;
         }
-        if fd.is_some() || matches!(self.supply, Supply::Disk(_)) || visit.is_err() {
+        if self.keep_picture && (fd.is_some() || matches!(self.supply, Supply::Disk(_)) || visit.is_err()) {
             self.picture.folders.insert(path.clone(), Arc::clone(&visit));
         }
         let folder = match &*visit {
@@ -354,7 +359,7 @@ impl<'q> Walk<'q> {
                     Ok((skill, version)) => {
                         self.outcome.found.push(Found { skill: skill.clone(), root, version: *version });
                     }
-                    Err(diagnostic) => self.diagnose(diagnostic.clone()),
+                    Err(diagnostic) => self.diagnose((**diagnostic).clone()),
                 },
                 Kind::Other => {}
             }
@@ -365,7 +370,7 @@ impl<'q> Walk<'q> {
     /// as nagents does while it lists. A folder that does not fit yields nothing (never an
     /// arbitrary subset) and ends the walk; a folder that could not be listed counts nothing.
     fn count(&mut self, path: &[u8], folder: &Folder) -> bool {
-        for (position, name, failure) in &folder.unexamined {
+        for (position, name, failure) in folder.unexamined() {
             if *position >= self.remaining {
                 break;
             }
@@ -376,7 +381,7 @@ impl<'q> Walk<'q> {
             self.remaining = 0;
             return false;
         }
-        if let Some(failure) = &folder.error {
+        if let Some(failure) = folder.error() {
             self.diagnose(Diagnostic::os(path, failure));
             return false;
         }

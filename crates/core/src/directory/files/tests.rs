@@ -512,3 +512,40 @@ fn files_changed_just_before_a_scan_are_hashed_again() {
     scan(&discoverer);
     assert_eq!(discoverer.files_hashed(), 2);
 }
+
+/// nagents' view alone: the same skills, versions and diagnostics as the folder view's scan, in
+/// the same walk, with no file listed or read beyond the `SKILL.md`s, nothing kept to rescan
+/// from, and loads as before; a file read is refused (no listing says what the file is).
+#[test]
+fn descriptors_only_scans_find_what_the_folder_view_finds_and_list_no_files() {
+    let fixture = Fixture::new();
+    fixture.skill("a", "a");
+    fixture.skill("b/nested", "nested");
+    fixture.file("a/references/guide.md", "# Guide\n");
+    fixture.file("b/nested/run.sh", "echo\n");
+    fixture.file("c/SKILL.md", "---\nname: c\ndescription: \"unclosed\n---\n");
+    fixture.fifo("a/pipe");
+
+    let folder_view = fixture.discoverer("");
+    let full = scan(&folder_view);
+    let descriptors = fixture.discoverer("").descriptors_only();
+    assert!(folder_view.lists_files() && !descriptors.lists_files());
+    let hashed = descriptors.files_hashed();
+    let only = descriptors.scan_blocking().unwrap();
+    assert_eq!((&only.skills, &only.versions, &only.diagnostics), (&full.skills, &full.versions, &full.diagnostics));
+    assert_eq!(only.skills.len(), 2);
+    assert_eq!(only.diagnostics.len(), 1, "{:?}", only.diagnostics);
+    assert!(only.files.is_empty(), "no listing: {:?}", only.files);
+    assert_eq!(descriptors.files_hashed(), hashed, "no file read to be hashed");
+    assert_eq!(descriptors.folders_seen(), 0, "no picture kept");
+    assert!(!descriptors.covers(&fixture.path("a/SKILL.md")));
+    assert!(descriptors.rescan_blocking(&[fixture.path("a/SKILL.md")]).is_none(), "only a full scan can tell");
+
+    let a = skill(&only, "a");
+    assert!(descriptors.load_blocking(a).unwrap().contains("name: a"));
+    let error = descriptors.read_file_blocking(a, &path("references/guide.md"), 1 << 20).unwrap_err();
+    assert!(error.is_stale(), "{error}");
+    // The same source with its folder view reads it.
+    let a = skill(&full, "a");
+    assert_eq!(folder_view.read_file_blocking(a, &path("references/guide.md"), 1 << 20).unwrap(), b"# Guide\n");
+}
