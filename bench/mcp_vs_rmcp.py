@@ -8,11 +8,13 @@
 The peer is bench/mcp-peer: rmcp 3.11's `SkillCatalog` (feature `skills-fs`), wired as rmcp's
 documentation shows, on the same Streamable HTTP transport (rmcp's defaults: stateful sessions for
 2025-11-25, answers as event streams). Both serve the same tree (bench/discovery_ratio.py's:
-team-XX/skill-NNNNN, some with references and examples), one at a time, on the same number of
+team-XX/skill-NNNNN, some with references and examples), side by side, on the same number of
 runtime threads. Measured with wrk (POST of a JSON-RPC request) for each protocol revision, each
 server driven the way its configuration expects (see `Driver`: the peer's 2025-11-25 requests
 each on the next of as many sessions as wrk has connections, skillcat's without a session, which
-it never gives; self-contained 2026-07-28 requests to both):
+it never gives; self-contained 2026-07-28 requests to both). The servers run side by side and
+each row is measured on them back to back, so that a busy machine's changing load falls on all
+alike:
 
   skills/list            the first page: skillcat pages by 100 entries, the peer answers the whole
                          catalog at once, so entries listed per second is the comparable number
@@ -233,7 +235,11 @@ def no_work(revision: str) -> str:
     return "ping" if revision == LEGACY else "server/discover"
 
 
-def measure_server(label: str, port: int, revision: str, settings: web.WrkSettings, work: Path) -> dict:
+REQUESTS = ("list", "read", "ping")
+
+
+def prepare(label: str, port: int, revision: str, settings: web.WrkSettings, work: Path) -> tuple[dict, dict]:
+    """Checks the server's answers for `revision`; what is known of it, and a wrk script per row."""
     driver = Driver(port, revision, settings.connections)
     listing, list_bytes = driver.call("skills/list", {})
     entries = len(listing["skills"])
@@ -246,30 +252,37 @@ def measure_server(label: str, port: int, revision: str, settings: web.WrkSettin
     driver.call(no_work(revision), {})
     outcome = {"mode": driver.mode, "entries_per_list": entries, "list_bytes": list_bytes, "read_bytes": read_bytes,
                "skill_md": skill_md}
-    requests = (("list", "skills/list", {}), ("read", "resources/read", {"uri": skill_md}),
-                ("ping", no_work(revision), {}))
-    for key, method, params in requests:
-        script = driver.wrk_script(work, f"{label}-{key}", method, params)
-        url = f"http://127.0.0.1:{port}/mcp"
-        if settings.warmup:
-            run_wrk(settings, url, script, settings.warmup, warmup=True)
-        outcome[key] = run_wrk(settings, url, script, settings.duration)
-        if outcome[key]["requests"] <= 0:
-            # Not one answer within the run (the peer's whole catalog at 10,000 skills, on a short
-            # run): measured again over a run long enough for some.
-            log(f"  {label} {key}: no answer in {settings.duration:g} s; measuring over {LONG_RUN:g} s")
-            outcome[key] = run_wrk(settings, url, script, LONG_RUN)
-            if outcome[key]["requests"] <= 0:
-                raise BenchError(f"{label} {key}: no answer in {LONG_RUN:g} s")
-        # Each row starts on a server that answers at once: no backlog of the previous one.
-        driver.call(no_work(revision), {})
-        log(f"  {label} {key}: {outcome[key]['rps']:.0f} requests/s, p99 {outcome[key]['p99_us'] / 1000:.2f} ms")
+    calls = {"list": ("skills/list", {}), "read": ("resources/read", {"uri": skill_md}), "ping": (no_work(revision), {})}
+    scripts = {key: (driver, driver.wrk_script(work, f"{label}-{key}", *calls[key])) for key in REQUESTS}
+    return outcome, scripts
+
+
+def measure_row(label: str, port: int, revision: str, driver: Driver, script: Path, settings: web.WrkSettings) -> dict:
+    url = f"http://127.0.0.1:{port}/mcp"
+    if settings.warmup:
+        run_wrk(settings, url, script, settings.warmup, warmup=True)
+    outcome = run_wrk(settings, url, script, settings.duration)
+    if outcome["requests"] <= 0:
+        # Not one answer within the run (the peer's whole catalog at 10,000 skills, on a short
+        # run): measured again over a run long enough for some.
+        log(f"  {label}: no answer in {settings.duration:g} s; measuring over {LONG_RUN:g} s")
+        outcome = run_wrk(settings, url, script, LONG_RUN)
+        if outcome["requests"] <= 0:
+            raise BenchError(f"{label}: no answer in {LONG_RUN:g} s")
+    # The next row starts on a server that answers at once: no backlog of this one.
+    driver.call(no_work(revision), {})
+    log(f"  {label}: {outcome['rps']:.0f} requests/s, p99 {outcome['p99_us'] / 1000:.2f} ms")
     return outcome
+
+
+SERVERS = ("skillcat", "peer", "floor")
 
 
 def measure(binary: Path, peer: Path, sizes: list[int], revisions: list[str], settings: web.WrkSettings,
             workers: int, work: Path) -> dict:
-    """Per size, skillcat then the peer, each measured on every revision while it runs."""
+    """Per size, the three servers started side by side (each idle while another is measured) and
+    each row measured on the three back to back, so that a busy machine's changing load falls on
+    all three alike."""
     results = {}
     for size in sizes:
         tree = work / f"tree-{size}"
@@ -277,31 +290,38 @@ def measure(binary: Path, peer: Path, sizes: list[int], revisions: list[str], se
         entries = discovery_ratio.build_tree(tree, size)
         log(f"MCP at {size} skills ({entries} entries)")
         row: dict = {revision: {} for revision in revisions}
-        # skillcat
-        port = free_port()
-        config = web.write_config(work, tree, max(100_000, 2 * entries))
-        skillcat = Server(binary, ["--config", str(config)], listen=f"127.0.0.1:{port}", timeout=180,
-                          env=runtime_env(workers), log_path=work / f"skillcat-{size}.log")
+        processes = []
         try:
-            wait_until(lambda: len(json.loads(request(port, "GET", "/skills").body)["skills"]) == size, 120,
-                       f"skillcat did not list {size} skills", skillcat)
-            for revision in revisions:
-                row[revision]["skillcat"] = measure_server(f"skillcat-{size}-{revision}", port, revision, settings, work)
-            skillcat.check_alive()
-        finally:
-            skillcat.stop()
-        # the peer, then the same binary with the transport configured as skillcat's (the floor)
-        for key, flags in (("peer", []), ("floor", ["--stateless"])):
-            port = free_port()
-            rmcp = Process([peer, tree, f"127.0.0.1:{port}", *flags], name=f"mcp-peer {key}",
-                           env=runtime_env(workers), log_path=work / f"{key}-{size}.log")
-            try:
+            ports = {}
+            ports["skillcat"] = free_port()
+            config = web.write_config(work, tree, max(100_000, 2 * entries))
+            skillcat = Server(binary, ["--config", str(config)], listen=f"127.0.0.1:{ports['skillcat']}",
+                              timeout=180, env=runtime_env(workers), log_path=work / f"skillcat-{size}.log")
+            processes.append(skillcat)
+            wait_until(lambda: len(json.loads(request(ports["skillcat"], "GET", "/skills").body)["skills"]) == size,
+                       120, f"skillcat did not list {size} skills", skillcat)
+            # the peer, and the same binary with the transport configured as skillcat's (the floor)
+            for key, flags in (("peer", []), ("floor", ["--stateless"])):
+                ports[key] = free_port()
+                rmcp = Process([peer, tree, f"127.0.0.1:{ports[key]}", *flags], name=f"mcp-peer {key}",
+                               env=runtime_env(workers), log_path=work / f"{key}-{size}.log")
+                processes.append(rmcp)
                 wait_until(lambda: "serving address=" in rmcp.log_tail(), 300, f"the {key} did not start", rmcp)
-                for revision in revisions:
-                    row[revision][key] = measure_server(f"{key}-{size}-{revision}", port, revision, settings, work)
-                rmcp.check_alive()
-            finally:
-                rmcp.stop()
+            for revision in revisions:
+                prepared = {server: prepare(f"{server}-{size}-{revision}", ports[server], revision, settings, work)
+                            for server in SERVERS}
+                for server in SERVERS:
+                    row[revision][server] = prepared[server][0]
+                for key in REQUESTS:
+                    for server in SERVERS:
+                        driver, script = prepared[server][1][key]
+                        row[revision][server][key] = measure_row(f"{server}-{size}-{revision} {key}", ports[server],
+                                                                 revision, driver, script, settings)
+            for process in processes:
+                process.check_alive()
+        finally:
+            for process in processes:
+                process.stop()
         results[size] = row
     return results
 
