@@ -46,8 +46,15 @@ class Case:
     status: int
 
 
+def mcp(method: str, params: dict) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+
+
 def cases(etag: str, skill: str) -> list[Case]:
     json_body = {"Content-Type": "application/json"}
+    # A 2025-11-25 host's requests to the stateless /mcp: its revision in a header, no session.
+    rpc = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+           "MCP-Protocol-Version": "2025-11-25"}
     return [
         Case("304", "GET", "/skills", {"If-None-Match": etag}, None, 304),
         Case("gzip", "GET", "/skills", {"Accept-Encoding": "gzip"}, None, 200),
@@ -55,6 +62,9 @@ def cases(etag: str, skill: str) -> list[Case]:
         Case("load", "POST", f"/skills/{web.LARGE_SKILL}/load", json_body, web.LOAD_REQUEST_BODY, 200),
         Case("skill", "GET", f"/skills/{skill}", {}, None, 200),
         Case("healthz", "GET", "/healthz", {}, None, 200),
+        Case("mcp-ping", "POST", "/mcp", rpc, mcp("ping", {}), 200),
+        Case("mcp-read", "POST", "/mcp", rpc, mcp("resources/read", {"uri": f"skill://{skill}/SKILL.md"}), 200),
+        Case("mcp-list", "POST", "/mcp", rpc, mcp("skills/list", {}), 200),
     ]
 
 
@@ -81,13 +91,32 @@ class Connection:
         if status != self.status:
             raise BenchError(f"answered {status}, expected {self.status}: {self.buffer[:300]!r}")
         length = 0
+        chunked = False
         for line in head.split("\r\n")[1:]:
             name, _, value = line.partition(":")
             if name.strip().lower() == "content-length":
                 length = int(value)
+            elif name.strip().lower() == "transfer-encoding":
+                chunked = "chunked" in value.lower()
+        if chunked:
+            self.buffer = self.buffer[end + 4:]
+            self.skip_chunks()
+            return
         while len(self.buffer) < end + 4 + length:
             self.read()
         self.buffer = self.buffer[end + 4 + length:]
+
+    def skip_chunks(self) -> None:
+        """Reads a chunked body (an event stream's) to its last chunk."""
+        while True:
+            while (end := self.buffer.find(b"\r\n")) < 0:
+                self.read()
+            size = int(self.buffer[:end].split(b";")[0], 16)
+            while len(self.buffer) < end + 2 + size + 2:
+                self.read()
+            self.buffer = self.buffer[end + 2 + size + 2:]
+            if size == 0:
+                return
 
     def read(self) -> None:
         chunk = self.socket.recv(1 << 20)
@@ -113,6 +142,8 @@ GROUPS = [
     ("tower / tower-http", re.compile(r"\btower(_http|_layer)?::")),
     ("tokio", re.compile(r"\btokio::")),
     ("tracing", re.compile(r"\btracing(_core|_subscriber)?::")),
+    ("rmcp (MCP)", re.compile(r"\brmcp::")),
+    ("serde / serde_json", re.compile(r"\bserde(_json)?::")),
     ("skillcat", re.compile(r"\bskillcat(_core)?::")),
     ("futures / bytes / std", re.compile(r"\b(futures_\w+|bytes|core|alloc|std)::")),
 ]
@@ -272,7 +303,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=200, help="requests before counting, per case")
     parser.add_argument("--workers", type=int, default=2, help="TOKIO_WORKER_THREADS")
     parser.add_argument("--cases", type=lambda text: set(text.split(",")), default=None,
-                        help="comma-separated: 304,gzip,identity,load,skill,healthz (default: all)")
+                        help="comma-separated: 304,gzip,identity,load,skill,healthz,mcp-ping,mcp-read,mcp-list "
+                             "(default: all)")
     parser.add_argument("--top", type=int, default=20, help="functions listed per case")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", type=Path, help="copy each case's callgrind dump into this folder")

@@ -20,20 +20,19 @@ mod stream;
 mod tools;
 mod view;
 
-use std::sync::Arc;
-use std::time::Duration;
-
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
+use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::{Extension, Router};
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{Method, header};
+use axum::response::{IntoResponse as _, Response};
 use rmcp::RoleServer;
 use rmcp::model::{ErrorData, JsonRpcError, ProtocolVersion, RequestId, ServerJsonRpcMessage};
 use rmcp::service::RequestContext;
@@ -59,12 +58,19 @@ const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*",
 /// How often an idle event stream carries a keep-alive.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// rmcp's transport, stateless.
+type Transport = StreamableHttpService<SkillServer, NeverSessionManager>;
+
 /// `/mcp`, to merge into the application's router within its layers.
 pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
     // Stateless for every revision: no session to look up, so no replica affinity and no state per
     // client (rmcp serves 2026-07-28 this way whatever the setting; this applies it to 2025-11-25).
-    let mut config =
-        StreamableHttpServerConfig::default().with_sse_keep_alive(Some(KEEP_ALIVE)).with_legacy_session_mode(false);
+    // An answer is one JSON document (which the transport allows a server to choose), an event
+    // stream only when the handler sends something before it (a subscription's acknowledgment).
+    let mut config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(Some(KEEP_ALIVE))
+        .with_legacy_session_mode(false)
+        .with_json_response(true);
     config.max_request_body_bytes = crate::http::MAX_BODY_BYTES;
     config = if app.tokens.is_some() {
         config.disable_allowed_hosts().disable_allowed_origins()
@@ -80,61 +86,116 @@ pub fn router(app: &Arc<App>) -> Router<Arc<App>> {
             sessions_end.cancel();
         });
     }
-    let handler = SkillServer { app: Arc::clone(app) };
-    let service =
+    let handler = SkillServer::new(Arc::clone(app));
+    let transport =
         StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), config);
-    Router::new()
-        .route(PATH, axum::routing::get(stream::open).fallback_service(service))
-        .layer(axum::middleware::map_response(problems))
-        .layer(axum::middleware::from_fn_with_state(Arc::clone(app), streams))
+    Router::new().route_service(PATH, Mcp { app: Arc::clone(app), transport: Arc::new(transport) })
+}
+
+/// The service of `/mcp`: the event stream of `GET`, and everything else through rmcp's transport,
+/// with what this server adds around it (see [`answer`]).
+///
+/// One service rather than axum's route and middleware layers, for the reason the router's gate is
+/// one: each layer boxed and cloned per request, and the transport's own service clones its whole
+/// configuration for every request, where [`StreamableHttpService::handle`] borrows it.
+#[derive(Clone)]
+struct Mcp {
+    app: Arc<App>,
+    transport: Arc<Transport>,
+}
+
+impl tower::Service<Request> for Mcp {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _context: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let Mcp { app, transport } = self.clone();
+        Box::pin(async move { Ok(answer(app, &transport, request).await) })
+    }
 }
 
 /// An event stream (a 2025-11-25 host's `GET /mcp`, a 2026-07-28 host's `subscriptions/listen`)
-/// takes a place among the capped event streams, as `GET /events` does; and every answer's stream
-/// ends when the token it was opened with is revoked.
-async fn streams(
-    State(app): State<Arc<App>>,
-    authenticated: Option<Extension<Authenticated>>,
-    client: Option<Extension<ConnectInfo<SocketAddr>>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let revoked = app.tokens.as_ref().zip(authenticated).map(|(store, Extension(Authenticated(digest)))| {
-        let mut tokens = store.subscribe();
-        let revoked: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
-            if tokens.wait_for(|tokens| !tokens.contains(&digest)).await.is_err() {
-                // The tokens can no longer change.
-                std::future::pending::<()>().await;
-            }
-        });
-        revoked
-    });
-    let client = client.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |Extension(ConnectInfo(peer))| peer.ip());
-    let mut slot = None;
-    if request.method() == Method::GET {
-        slot = match app.streams.open(client) {
-            Ok(slot) => Some(slot),
-            Err(StreamRefusal::Full) => return HttpError::TooManyStreams.into_response(),
-            Err(StreamRefusal::ClientFull) => return HttpError::TooManyStreamsForClient.into_response(),
-        };
-    }
-    if request.method() == Method::POST {
-        let listens;
-        (request, listens) = match mark_bad_cursor(request).await {
-            Ok(read) => read,
-            Err(refusal) => return refusal,
-        };
-        if listens {
-            slot = match app.streams.open(client) {
-                Ok(slot) => Some(slot),
-                Err(StreamRefusal::Full) => return HttpError::TooManyStreams.into_response(),
-                Err(StreamRefusal::ClientFull) => return HttpError::TooManyStreamsForClient.into_response(),
+/// takes a place among the capped event streams, as `GET /events` does, and ends when the token it
+/// was opened with is revoked; an answer that holds a file whole keeps the room it reserved until
+/// it is sent ([`Held`]); the transport's refusals in plain text become problems ([`problems`]).
+async fn answer(app: Arc<App>, transport: &Transport, request: Request) -> Response {
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |ConnectInfo(peer)| peer.ip());
+    let authenticated = request.extensions().get::<Authenticated>().copied();
+    match *request.method() {
+        Method::GET => match open_stream(&app, client) {
+            Ok(slot) => guard(&app, stream::open(&app, request.headers()), authenticated, Some(slot), None),
+            Err(refused) => refused.into_response(),
+        },
+        // As axum answers it for a `GET` route: the same head, no stream (so no place taken).
+        Method::HEAD => stream::open(&app, request.headers()),
+        Method::POST => {
+            let (mut parts, body, listens) = match mark_bad_cursor(request).await {
+                Ok(read) => read,
+                Err(error) => return error.into_response(),
             };
+            if let Some(refusal) = unsupported_version(&parts.headers, &body) {
+                return refusal;
+            }
+            let slot = match listens.then(|| open_stream(&app, client)).transpose() {
+                Ok(slot) => slot,
+                Err(refused) => return refused.into_response(),
+            };
+            let held = Held::default();
+            parts.extensions.insert(held.clone());
+            let request = http::Request::from_parts(parts, http_body_util::Full::new(body));
+            let response = problems(transport.handle(request).await.map(Body::new)).await;
+            guard(&app, response, authenticated, slot, Some(held))
         }
+        // The transport's refusal (405).
+        _ => problems(transport.handle(request).await.map(Body::new)).await,
     }
-    let held = Held::default();
-    request.extensions_mut().insert(held.clone());
-    let response = next.run(request).await;
+}
+
+/// A place among the capped event streams for `client`, or the refusal.
+fn open_stream(app: &App, client: IpAddr) -> Result<StreamSlot, HttpError> {
+    app.streams.open(client).map_err(|refusal| match refusal {
+        StreamRefusal::Full => HttpError::TooManyStreams,
+        StreamRefusal::ClientFull => HttpError::TooManyStreamsForClient,
+    })
+}
+
+/// The answer's body, kept as it is when it is a whole document that holds nothing; otherwise
+/// [`Guarded`]: an event stream ends when its token is revoked and holds its place while it
+/// lives, and an answer keeps the room it reserved until it is sent.
+fn guard(
+    app: &App,
+    response: Response,
+    authenticated: Option<Authenticated>,
+    slot: Option<StreamSlot>,
+    held: Option<Held>,
+) -> Response {
+    let streams = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
+    let held = held.filter(Held::holds);
+    if !streams && slot.is_none() && held.is_none() {
+        return response;
+    }
+    let revoked =
+        streams.then(|| app.tokens.as_ref().zip(authenticated)).flatten().map(|(store, Authenticated(digest))| {
+            let mut tokens = store.subscribe();
+            let revoked: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+                if tokens.wait_for(|tokens| !tokens.contains(&digest)).await.is_err() {
+                    // The tokens can no longer change.
+                    std::future::pending::<()>().await;
+                }
+            });
+            revoked
+        });
     response.map(|inner| Body::new(Guarded { inner, revoked, _slot: slot, _held: held }))
 }
 
@@ -148,19 +209,15 @@ pub(crate) struct BadCursor(pub(crate) &'static str);
 
 /// Reads a POST's body (bounded, as every body is) to mark it [`BadCursor`] if it is one, and says
 /// whether it opens a subscription (`subscriptions/listen`, a stream). Only a body that says
-/// `"cursor"` or the method's name is parsed here. A POST of a protocol version this server does
-/// not speak is refused here ([`unsupported_version`]).
-async fn mark_bad_cursor(request: Request) -> Result<(Request, bool), Response> {
+/// `"cursor"` or the method's name is parsed here. The body read is what the transport is given.
+async fn mark_bad_cursor(request: Request) -> Result<(http::request::Parts, Bytes, bool), HttpError> {
     let (mut parts, body) = request.into_parts();
-    let bytes = crate::http::bounded_body(&parts.extensions, body).await.map_err(IntoResponse::into_response)?;
-    if let Some(refusal) = unsupported_version(&parts.headers, &bytes) {
-        return Err(refusal);
-    }
+    let bytes = crate::http::bounded_body(&parts.extensions, body).await?;
     if let Some(kind) = bad_cursor(&bytes) {
         parts.extensions.insert(BadCursor(kind));
     }
     let listens = listens(&bytes);
-    Ok((Request::from_parts(parts, Body::from(bytes)), listens))
+    Ok((parts, bytes, listens))
 }
 
 /// Where a request of revision 2026-07-28 names its protocol version in `_meta`.
@@ -172,7 +229,7 @@ const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// such a header in plain text, which a client that probes with it would take for a server of an
 /// older revision. When the body's `_meta` names a version, the transport answers: -32022 for one
 /// it does not speak, `HeaderMismatch` for one unlike the header's.)
-fn unsupported_version(headers: &axum::http::HeaderMap, body: &[u8]) -> Option<Response> {
+fn unsupported_version(headers: &http::HeaderMap, body: &[u8]) -> Option<Response> {
     let requested = headers.get(HEADER_MCP_PROTOCOL_VERSION)?.to_str().ok()?;
     if ProtocolVersion::KNOWN_VERSIONS.iter().any(|known| known.as_str() == requested) {
         return None;
@@ -187,7 +244,7 @@ fn unsupported_version(headers: &axum::http::HeaderMap, body: &[u8]) -> Option<R
     let requested = serde_json::from_value::<ProtocolVersion>(requested.into()).ok()?;
     let error = ErrorData::unsupported_protocol_version(requested, ProtocolVersion::KNOWN_VERSIONS);
     let message = ServerJsonRpcMessage::Error(JsonRpcError::new(id, error));
-    Some((StatusCode::BAD_REQUEST, axum::Json(message)).into_response())
+    Some((http::StatusCode::BAD_REQUEST, axum::Json(message)).into_response())
 }
 
 /// Whether a JSON-RPC `body` is a `subscriptions/listen` request.
@@ -244,6 +301,11 @@ pub(crate) async fn reserve(app: &App, context: &RequestContext<RoleServer>, siz
 pub(crate) struct Held(Arc<std::sync::Mutex<Vec<tokio::sync::OwnedSemaphorePermit>>>);
 
 impl Held {
+    /// Whether it keeps any room.
+    fn holds(&self) -> bool {
+        !self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_empty()
+    }
+
     /// Keeps `permit` until the answer is sent.
     pub(crate) fn keep(&self, permit: tokio::sync::OwnedSemaphorePermit) {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(permit);
@@ -256,7 +318,7 @@ struct Guarded {
     inner: Body,
     revoked: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     _slot: Option<StreamSlot>,
-    _held: Held,
+    _held: Option<Held>,
 }
 
 impl hyper::body::Body for Guarded {

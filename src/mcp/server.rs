@@ -30,13 +30,29 @@ const INSTRUCTIONS: &str = "This server is a catalog of skills: folders of instr
                             with the io.modelcontextprotocol/skills extension can use skills/list and resources/read \
                             on skill:// URIs instead.";
 
-/// The MCP handler of one session; every session shares the application.
+/// The MCP handler of every request; each request's is a clone (two `Arc`s).
 #[derive(Clone)]
 pub struct SkillServer {
     pub(super) app: Arc<App>,
+    /// What [`ServerHandler::get_info`] answers, made once: rmcp asks for it several times per
+    /// request (a stateless request starts a service of its own).
+    info: Arc<ServerConfig>,
 }
 
 impl SkillServer {
+    pub(super) fn new(app: Arc<App>) -> SkillServer {
+        let capabilities = ServerCapabilities::builder()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_tools()
+            .enable_skills_with_directory_read()
+            .build();
+        let info = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("skillcat", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS);
+        SkillServer { app, info: Arc::new(info) }
+    }
+
     /// The MCP view of the current catalog version.
     pub(super) async fn view(&self) -> Result<Arc<View>, ErrorData> {
         View::of(&self.app.catalog, &self.app.catalog.snapshot()).await.map_err(method_error)
@@ -189,15 +205,7 @@ impl SkillServer {
 
 impl ServerHandler for SkillServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_resources()
-            .enable_resources_list_changed()
-            .enable_tools()
-            .enable_skills_with_directory_read()
-            .build();
-        ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new("skillcat", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::clone(&self.info)
     }
 
     async fn initialize(

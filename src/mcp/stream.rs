@@ -4,9 +4,7 @@
 //! of 2026-07-28 use `subscriptions/listen` instead, and are told 405.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse as _, Response};
@@ -23,9 +21,9 @@ const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/resources
 /// `Origin` of a server without a token file (DNS rebinding), an `Accept` of event streams, a
 /// revision that has such streams. Its place among the capped streams is taken by the layer
 /// around `/mcp`.
-pub(super) async fn open(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+pub(super) fn open(app: &App, headers: &HeaderMap) -> Response {
     if app.tokens.is_none()
-        && let Err(reason) = loopback_only(&headers)
+        && let Err(reason) = loopback_only(headers)
     {
         return HttpError::McpRefused(StatusCode::FORBIDDEN, reason.to_owned()).into_response();
     }

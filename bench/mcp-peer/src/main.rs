@@ -1,6 +1,10 @@
-//! `mcp-peer DIR ADDR`: serves the skills below DIR at http://ADDR/mcp with rmcp's `SkillCatalog`,
-//! the way its documentation shows, with the transport configured as skillcat configures it.
-//! Prints `serving address=ADDR` once listening; stops on SIGINT or SIGTERM.
+//! `mcp-peer DIR ADDR [--stateless]`: serves the skills below DIR at http://ADDR/mcp with rmcp's
+//! `SkillCatalog`, the way its documentation shows, on rmcp's Streamable HTTP transport with its
+//! defaults (stateful sessions for 2025-11-25, event-stream answers). With `--stateless`, the
+//! transport is configured as skillcat configures its own (no session manager, no sessions for
+//! any revision, JSON answers), which makes it the floor of what rmcp's transport costs a
+//! stateless server per request. Prints `serving address=ADDR` once listening; stops on SIGINT or
+//! SIGTERM.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +18,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
@@ -75,14 +80,26 @@ impl ServerHandler for Peer {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut arguments = std::env::args().skip(1);
     let (Some(dir), Some(address)) = (arguments.next(), arguments.next()) else {
-        return Err("usage: mcp-peer DIR ADDR".into());
+        return Err("usage: mcp-peer DIR ADDR [--stateless]".into());
+    };
+    let stateless = match arguments.next().as_deref() {
+        None => false,
+        Some("--stateless") => true,
+        Some(other) => return Err(format!("unknown argument {other:?}: usage: mcp-peer DIR ADDR [--stateless]").into()),
     };
     let skills = Arc::new(tokio::task::spawn_blocking(move || SkillCatalog::from_dir(dir)).await??);
     let peer = Peer { skills };
     let config = StreamableHttpServerConfig::default().with_sse_keep_alive(Some(Duration::from_secs(15)));
-    let service =
-        StreamableHttpService::new(move || Ok(peer.clone()), Arc::new(LocalSessionManager::default()), config);
-    let router = axum::Router::new().route_service("/mcp", service);
+    let router = if stateless {
+        let config = config.with_legacy_session_mode(false).with_json_response(true);
+        let service =
+            StreamableHttpService::new(move || Ok(peer.clone()), Arc::new(NeverSessionManager::default()), config);
+        axum::Router::new().route_service("/mcp", service)
+    } else {
+        let service =
+            StreamableHttpService::new(move || Ok(peer.clone()), Arc::new(LocalSessionManager::default()), config);
+        axum::Router::new().route_service("/mcp", service)
+    };
     let listener = tokio::net::TcpListener::bind(&address).await?;
     println!("serving address={}", listener.local_addr()?);
     // TCP_NODELAY, as skillcat sets it: an event stream's writes must not wait for delayed ACKs.
