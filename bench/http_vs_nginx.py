@@ -10,7 +10,9 @@ For one catalog (a tree of skills) this module
     the measured duration, with a Lua script that prints the exact p50/p90/p99 of the run.
 
 The cases: GET /skills (identity, the main row; gzip as a secondary row), GET /skills with
-If-None-Match -> 304 (each server's own tag), and POST /skills/NAME/load.
+If-None-Match -> 304 (each server's own tag), and POST /skills/NAME/load. The 304 is also asked of
+the hyper floor (bench/hyper-floor: hyper answering a fixed 304 with nothing else), in the same
+rounds, as the least any server built on hyper can do on this machine.
 
 Standard library only.
 """
@@ -37,6 +39,7 @@ from common import (
     process_tree,
     request,
     runtime_env,
+    target_dir,
     wait_until,
     which,
 )
@@ -230,6 +233,38 @@ def start_nginx(nginx: str, work: Path, workers: int, catalog: Path, load_path: 
     return server, port
 
 
+# --- the hyper floor -----------------------------------------------------------------------------
+
+HYPER_FLOOR = Path(__file__).resolve().parent / "hyper-floor"
+
+
+def floor_binary(explicit: Path | None) -> Path:
+    """bench/hyper-floor's release binary: `explicit`, or built (into target/hyper-floor)."""
+    if explicit:
+        if not explicit.is_file():
+            raise BenchError(f"--floor {explicit}: no such file")
+        return explicit.resolve()
+    target = target_dir() / "hyper-floor"
+    command = ["cargo", "build", "--release", "--locked", "--manifest-path", str(HYPER_FLOOR / "Cargo.toml")]
+    log(f"building: {' '.join(command)}")
+    result = subprocess.run(command, env=dict(os.environ, CARGO_TARGET_DIR=str(target)))
+    if result.returncode != 0:
+        raise BenchError(f"{' '.join(command)} failed with exit code {result.returncode}")
+    return target / "release" / "hyper-floor"
+
+
+def start_floor(floor: Path, work: Path, workers: int) -> tuple[Process, int]:
+    port = free_port()
+    server = Process([floor, f"127.0.0.1:{port}"], name="hyper-floor", env=runtime_env(workers),
+                     log_path=work / f"hyper-floor-{port}.log")
+    try:
+        wait_until(lambda: "serving address=" in server.log_tail(), 30, "the hyper floor did not start", server)
+    except BaseException:
+        server.stop()
+        raise
+    return server, port
+
+
 # --- wrk ---------------------------------------------------------------------------------------
 
 WRK_DONE = r"""
@@ -367,6 +402,7 @@ class CatalogResult:
     load_bytes: int | None
     skillcat: ServerRun
     nginx: ServerRun
+    floor: ServerRun
 
     def median(self, server: str, key: str, metric: str) -> float | None:
         runs = getattr(self, server).runs.get(key)
@@ -388,6 +424,7 @@ def measure_catalog(
     workers: int,
     rounds: int,
     work: Path,
+    floor: Path | None = None,
 ) -> CatalogResult:
     config = write_config(work, tree, max_entries)
     arguments = ["--config", str(config)]
@@ -438,20 +475,29 @@ def measure_catalog(
     scripts = work / "wrk"
     scripts.mkdir(exist_ok=True)
     result = CatalogResult(skills, len(identity.body), len(gzip.body) if has_gzip else None,
-                           len(load.body) if load is not None else None, ServerRun(), ServerRun())
+                           len(load.body) if load is not None else None, ServerRun(), ServerRun(), ServerRun())
+    # The floor answers only the 304.
+    floor_cases = [case for case in cases if case.key == "304"] if floor else []
+    servers = ["skillcat", "nginx"] + (["floor"] if floor_cases else [])
     for round_index in range(rounds):
-        order = ("skillcat", "nginx") if round_index % 2 == 0 else ("nginx", "skillcat")
+        order = servers if round_index % 2 == 0 else servers[::-1]
         for name in order:
             log(f"  round {round_index + 1}/{rounds}: {name} alone, {skills} skills")
+            served = cases
             if name == "skillcat":
                 server, port = start_skillcat(binary, arguments, work, workers, skills)
                 etag = skillcat_etag
-            else:
+            elif name == "nginx":
                 server, port = start_nginx(nginx, work, workers, catalog_file, load_path, load_file)
                 etag = request(port, "GET", "/skills").headers["etag"]
+            else:
+                assert floor is not None
+                server, port = start_floor(floor, work, workers)
+                etag = request(port, "GET", "/skills").headers["etag"]
+                served = floor_cases
             try:
-                verify(name, port, cases, etag)
-                measure_server(settings, port, cases, etag, scripts, name, process_tree(server.pid), getattr(result, name))
+                verify(name, port, served, etag)
+                measure_server(settings, port, served, etag, scripts, name, process_tree(server.pid), getattr(result, name))
                 if name == "skillcat":
                     result.skillcat.memory.append(memory_of(server.pid))
                 server.check_alive()

@@ -108,6 +108,19 @@ def http_rows(result: dict) -> list[dict]:
             "verdict": verdict(ratio >= HTTP_MIN_RATIO),
             "value": ratio,
         })
+        floor = result.get("floor", {}).get("runs", {}).get(key)
+        if floor:
+            floor_rps, floor_p50, floor_p99 = (median_of(floor, metric) for metric in ("rps", "p50_us", "p99_us"))
+            rows.append({
+                "id": row_id,
+                "what": f"{label}, {skills:,} skills: skillcat against the hyper floor (a fixed 304, bench/hyper-floor)",
+                "skillcat": f"{rps(our_rps)}; p50 {ms(our_p50)}, p99 {ms(our_p99)}{cpu(ours)}",
+                "reference": f"hyper floor {rps(floor_rps)}; p50 {ms(floor_p50)}, p99 {ms(floor_p99)}{cpu(floor)}",
+                "ratio": f"{our_rps / floor_rps:.2f}× req/s; p99 {our_p99 / floor_p99:.2f}× the floor's; "
+                         f"the floor {floor_rps / their_rps:.2f}× nginx's req/s",
+                "target": "—",
+                "verdict": "info",
+            })
     return rows
 
 

@@ -11,6 +11,7 @@ dump says which functions spent them, grouped here by crate.
 
     bench/request_profile.py --binary target/release/skillcat          # every case, 2,000 requests each
     bench/request_profile.py --binary target/release/skillcat --cases 304,load --top 25
+    bench/request_profile.py --binary target/release/skillcat --cases 304 --floor target/hyper-floor/release/hyper-floor
 
 Needs valgrind (Debian: `apt-get install valgrind`). Standard library only.
 """
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import discovery_ratio  # noqa: E402
 import http_vs_nginx as web  # noqa: E402
-from common import BenchError, Server, ServerError, free_port, log, request, runtime_env, wait_until  # noqa: E402
+from common import BenchError, Process, Server, ServerError, free_port, log, request, runtime_env, wait_until  # noqa: E402
 
 
 @dataclass
@@ -252,36 +253,62 @@ def profile(args: argparse.Namespace, work: Path) -> dict:
         for case in cases(listing.headers["etag"], skill):
             if args.cases and case.key not in args.cases:
                 continue
-            connection = Connection(port, case)
-            try:
-                for _ in range(args.warmup):
-                    connection.ask()
-                control(server.pid, "-z")
-                for _ in range(args.requests):
-                    connection.ask()
-                before = set(work.glob("callgrind.out*"))
-                control(server.pid, "-d")
-                dump = newest_dump(work, before)
-            finally:
-                connection.close()
-            total, functions = annotate(dump, args.top)
-            groups: dict[str, int] = {}
-            for cost, function in functions:
-                groups[group_of(function)] = groups.get(group_of(function), 0) + cost
-            results[case.key] = {
-                "requests": args.requests,
-                "instructions_per_request": total / args.requests,
-                "allocations_per_request": allocations(dump) / args.requests,
-                "groups": {name: cost / args.requests for name, cost in sorted(groups.items(), key=lambda item: -item[1])},
-                "top": [(cost / args.requests, function) for cost, function in functions[: args.top]],
-            }
-            log(f"{case.key}: {total / args.requests:,.0f} instructions per request, "
-                f"{results[case.key]['allocations_per_request']:.1f} allocations")
-            if args.keep:
-                shutil.copy(dump, args.keep / f"callgrind.{case.key}.out")
+            results[case.key] = measure(args, work, server.pid, port, case)
     finally:
         server.stop(grace=60)
+    if args.floor:
+        results["floor-304"] = profile_floor(args, work)
     return results
+
+
+def measure(args: argparse.Namespace, work: Path, pid: int, port: int, case: Case) -> dict:
+    """One case's counts: a warm-up, the counters zeroed, `args.requests` requests, a dump."""
+    connection = Connection(port, case)
+    try:
+        for _ in range(args.warmup):
+            connection.ask()
+        control(pid, "-z")
+        for _ in range(args.requests):
+            connection.ask()
+        before = set(work.glob("callgrind.out*"))
+        control(pid, "-d")
+        # valgrind takes a command when one of the program's threads runs: a server that waits
+        # for the network with no timer of its own (the floor) dumps at its next request.
+        connection.ask()
+        dump = newest_dump(work, before)
+    finally:
+        connection.close()
+    total, functions = annotate(dump, args.top)
+    groups: dict[str, int] = {}
+    for cost, function in functions:
+        groups[group_of(function)] = groups.get(group_of(function), 0) + cost
+    result = {
+        "requests": args.requests,
+        "instructions_per_request": total / args.requests,
+        "allocations_per_request": allocations(dump) / args.requests,
+        "groups": {name: cost / args.requests for name, cost in sorted(groups.items(), key=lambda item: -item[1])},
+        "top": [(cost / args.requests, function) for cost, function in functions[: args.top]],
+    }
+    log(f"{case.key}: {total / args.requests:,.0f} instructions per request, "
+        f"{result['allocations_per_request']:.1f} allocations")
+    if args.keep:
+        shutil.copy(dump, args.keep / f"callgrind.{case.key}.out")
+    return result
+
+
+def profile_floor(args: argparse.Namespace, work: Path) -> dict:
+    """The hyper floor of bench/run's row b (bench/hyper-floor: hyper answering a fixed 304) under
+    callgrind, asked the 304 case's bytes: what hyper and Tokio alone cost per request."""
+    port = free_port()
+    valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.out", "--dump-instr=no"]
+    floor = Process([*valgrind, args.floor, f"127.0.0.1:{port}"], name="hyper floor under callgrind",
+                    env=runtime_env(args.workers), log_path=work / "floor.log")
+    try:
+        wait_until(lambda: "serving address=" in floor.log_tail(), 300, "the hyper floor did not start", floor)
+        case = Case("floor-304", "GET", "/skills", {"If-None-Match": "\"00000000000000000000000000000000\""}, None, 304)
+        return measure(args, work, floor.pid, port, case)
+    finally:
+        floor.stop(grace=60)
 
 
 def print_results(results: dict) -> None:
@@ -308,6 +335,8 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=20, help="functions listed per case")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", type=Path, help="copy each case's callgrind dump into this folder")
+    parser.add_argument("--floor", type=Path,
+                        help="also profile this bench/hyper-floor binary's fixed 304 (case floor-304)")
     args = parser.parse_args()
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         print("request_profile: needs valgrind (apt-get install valgrind)", file=sys.stderr)
@@ -316,6 +345,11 @@ def main() -> int:
         print(f"request_profile: --binary {args.binary}: no such file", file=sys.stderr)
         return 2
     args.binary = args.binary.resolve()
+    if args.floor:
+        if not args.floor.is_file():
+            print(f"request_profile: --floor {args.floor}: no such file", file=sys.stderr)
+            return 2
+        args.floor = args.floor.resolve()
     work = Path(tempfile.mkdtemp(prefix="skillcat-callgrind-"))
     try:
         results = profile(args, work)

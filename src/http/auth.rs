@@ -2,7 +2,7 @@
 //! `Authorization: Bearer <token>`, or, for a browser's safe requests, the login cookie that the
 //! pages' login form sets.
 
-use axum::extract::{MatchedPath, Request};
+use axum::extract::Request;
 use axum::http::{HeaderMap, header};
 
 use super::error::HttpError;
@@ -38,12 +38,12 @@ impl From<HttpError> for Refused {
 
 /// Authentication, in the gate of every route: lets the request through (marked
 /// [`Authenticated`]) or refuses it with a 401 (answered late when its client has presented many
-/// wrong tokens, or 429 when it has too many such answers waiting).
-pub fn check(app: &App, request: &mut Request) -> Result<(), Refused> {
+/// wrong tokens, or 429 when it has too many such answers waiting). `route` is the request's
+/// route template (`None` when no route matched), which decides whether it is an open one.
+pub fn check(app: &App, request: &mut Request, route: Option<&str>) -> Result<(), Refused> {
     let Some(store) = &app.tokens else {
         return Ok(());
     };
-    let route = request.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
     if route.is_some_and(|route| OPEN_ROUTES.contains(&route)) {
         return Ok(());
     }

@@ -22,10 +22,20 @@ impl<S: Send + Sync> FromRequestParts<S> for SkillPath {
     type Rejection = HttpError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let invalid = || HttpError::Catalog(CatalogError::InvalidName);
-        let Path(name) = Path::<String>::from_request_parts(parts, state).await.map_err(|_| invalid())?;
-        SkillName::parse(name).map(SkillPath).map_err(|_| invalid())
+        let Path(name) = Path::<String>::from_request_parts(parts, state).await.map_err(|_| invalid_name())?;
+        SkillPath::of(name)
     }
+}
+
+impl SkillPath {
+    /// The route's `{name}`, percent-decoded: a skill name, or 400 `invalid-name`.
+    pub fn of(name: String) -> Result<Self, HttpError> {
+        SkillName::parse(name).map(SkillPath).map_err(|_| invalid_name())
+    }
+}
+
+fn invalid_name() -> HttpError {
+    HttpError::Catalog(CatalogError::InvalidName)
 }
 
 /// The request's headers, moved out of the request: axum's `HeaderMap` extractor copies the

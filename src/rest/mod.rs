@@ -19,6 +19,8 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::app::App;
 
+pub use skills::{listing, load};
+
 /// The routes answered within the request limits.
 pub fn router() -> OpenApiRouter<Arc<App>> {
     OpenApiRouter::new()

@@ -3,11 +3,11 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{FromRequest as _, FromRequestParts as _, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use skillcat_core::TokenLimit;
+use skillcat_core::{SkillName, TokenLimit};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -42,8 +42,13 @@ pub fn router() -> OpenApiRouter<Arc<App>> {
         responses::Unavailable,
     ))]
 async fn list_skills(State(app): State<Arc<App>>, Headers(headers): Headers) -> Result<Response, HttpError> {
+    listing(&app, &headers)
+}
+
+/// The answer of `GET /skills`, the route's and the router's fast path's (`crate::router`).
+pub fn listing(app: &App, headers: &HeaderMap) -> Result<Response, HttpError> {
     let snapshot = app.catalog.snapshot();
-    prepared(&headers, &snapshot.ready()?.listing, "application/json")
+    prepared(headers, &snapshot.ready()?.listing, "application/json")
 }
 
 /// One skill, as `GET /skills` lists it.
@@ -210,15 +215,24 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 async fn load_skill(
     State(app): State<Arc<App>>,
     SkillPath(name): SkillPath,
-    Headers(headers): Headers,
-    query: VersionQuery,
-    BoundedBody(body): BoundedBody,
+    request: Request,
 ) -> Result<Response, HttpError> {
+    load(&app, &name, request).await
+}
+
+/// The answer of `POST /skills/{name}/load` for the route's `{name}`, the route's and the router's
+/// fast path's (`crate::router`): the request read as the route's extractors read it (its
+/// headers, `?version=`, then its body within its bounds), then the load.
+pub async fn load(app: &App, name: &SkillName, request: Request) -> Result<Response, HttpError> {
+    let (mut parts, body) = request.into_parts();
+    let Ok(Headers(headers)) = Headers::from_request_parts(&mut parts, &()).await;
+    let query = VersionQuery::from_request_parts(&mut parts, &()).await?;
+    let BoundedBody(body) = BoundedBody::from_request(Request::from_parts(parts, body), &()).await?;
     let limit = load_request(&headers, &body)?;
     // A load is not a read of a representation the client may hold: only `If-Match` applies.
     let mut headers = headers;
     headers.remove(header::IF_NONE_MATCH);
-    let target = match Target::of(&app, &name, query, headers).await? {
+    let target = match Target::of(app, name, query, headers).await? {
         Ok(target) => target,
         Err(unmodified) => return Ok(unmodified),
     };
@@ -231,5 +245,5 @@ async fn load_skill(
         (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
     ];
-    target.loaded(&app, Surface::Load, Ok((headers, body).into_response()))
+    target.loaded(app, Surface::Load, Ok((headers, body).into_response()))
 }

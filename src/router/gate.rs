@@ -44,11 +44,18 @@ const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 #[derive(Clone)]
 pub(super) struct GateLayer {
     app: Arc<App>,
+    route: Option<&'static str>,
 }
 
 impl GateLayer {
+    /// The gate of the router's routes: a request's route is the one the router matched.
     pub(super) fn new(app: Arc<App>) -> Self {
-        GateLayer { app }
+        GateLayer { app, route: None }
+    }
+
+    /// The gate of a route taken before the router (`super::front`): its route template is known.
+    pub(super) fn of_route(app: Arc<App>, route: &'static str) -> Self {
+        GateLayer { app, route: Some(route) }
     }
 }
 
@@ -56,14 +63,48 @@ impl<S> Layer<S> for GateLayer {
     type Service = Gate<S>;
 
     fn layer(&self, inner: S) -> Gate<S> {
-        Gate { inner, app: Arc::clone(&self.app) }
+        Gate { inner, app: Arc::clone(&self.app), route: self.route }
     }
 }
 
 #[derive(Clone)]
-pub(super) struct Gate<S> {
+pub struct Gate<S> {
     inner: S,
     app: Arc<App>,
+    route: Option<&'static str>,
+}
+
+/// The route template of a request, as the OpenAPI document spells it apart from axum's
+/// catch-all (`{*path}`): the router's match, or the route of a gate in front of the router.
+#[derive(Clone)]
+enum Route {
+    Matched(MatchedPath),
+    Known(&'static str),
+    Unmatched,
+}
+
+impl Route {
+    fn of(known: Option<&'static str>, request: &Request) -> Self {
+        match known {
+            Some(route) => Route::Known(route),
+            None => request
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or(Route::Unmatched, |matched| Route::Matched(matched.clone())),
+        }
+    }
+
+    fn matched(&self) -> Option<&str> {
+        match self {
+            Route::Matched(matched) => Some(matched.as_str()),
+            Route::Known(route) => Some(route),
+            Route::Unmatched => None,
+        }
+    }
+
+    fn label(&self) -> &str {
+        self.matched().unwrap_or("unmatched")
+    }
 }
 
 impl<S> Service<Request> for Gate<S>
@@ -82,13 +123,13 @@ where
     /// with a panic caught.
     fn call(&mut self, mut request: Request) -> Self::Future {
         let started = Instant::now();
-        let route = request.extensions().get::<MatchedPath>().cloned();
+        let route = Route::of(self.route, &request);
         let id = request_id(&request);
-        let span = request_span(&request, route.as_ref(), &id);
+        let span = request_span(&request, &route, &id);
         let mut browser = None;
         let state = span.in_scope(|| {
             tracing::debug!("started processing request");
-            match admit(&self.app, &mut request, &mut browser) {
+            match admit(&self.app, &mut request, route.matched(), &mut browser) {
                 Ok(()) => match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
                     Ok(future) => State::Running { future },
                     Err(_panic) => State::Answered { response: Some(HttpError::Internal.into_response()) },
@@ -115,11 +156,11 @@ fn request_id(request: &Request) -> HeaderValue {
 
 /// The request's span. A debug span, so that at the default `info` its fields are not formatted
 /// for every request; `RUST_LOG=skillcat::router=debug` shows it and its lines.
-fn request_span(request: &Request, route: Option<&MatchedPath>, id: &HeaderValue) -> tracing::Span {
+fn request_span(request: &Request, route: &Route, id: &HeaderValue) -> tracing::Span {
     tracing::debug_span!(
         "request",
         method = %request.method(),
-        route = route.map_or("unmatched", MatchedPath::as_str),
+        route = route.label(),
         request_id = id.to_str().unwrap_or_default(),
     )
 }
@@ -127,19 +168,19 @@ fn request_span(request: &Request, route: Option<&MatchedPath>, id: &HeaderValue
 /// Admission, outside the limits so that a request without credentials never takes a slot: the
 /// head first (as hyper's own checks of it), then the credentials. From the head on, a browser
 /// gets its errors as pages (`browser`: where it went), the login page for a 401 among them.
-fn admit(app: &App, request: &mut Request, browser: &mut Option<String>) -> Result<(), Refused> {
+fn admit(app: &App, request: &mut Request, route: Option<&str>, browser: &mut Option<String>) -> Result<(), Refused> {
     check_host(request.version(), request.headers())?;
     check_uri_length(request.uri())?;
     *browser = browser_target(request);
-    auth::check(app, request)
+    auth::check(app, request, route)
 }
 
 pin_project_lite::pin_project! {
-    pub(super) struct GateFuture<F> {
+    pub struct GateFuture<F> {
         #[pin]
         state: State<F>,
         started: Instant,
-        route: Option<MatchedPath>,
+        route: Route,
         id: HeaderValue,
         // Where a browser's request went, for its error page; `None` for other clients.
         browser: Option<String>,
@@ -190,7 +231,7 @@ where
         headers.entry(X_REQUEST_ID).or_insert(id);
         // No answer is ever sniffed into another type (a problem that echoes a path, say).
         headers.entry(header::X_CONTENT_TYPE_OPTIONS).or_insert(HeaderValue::from_static("nosniff"));
-        record(&this.app.metrics, this.route.as_ref(), response.status(), this.started.elapsed());
+        record(&this.app.metrics, this.route.matched(), response.status(), this.started.elapsed());
         Poll::Ready(Ok(response))
     }
 }
@@ -198,8 +239,8 @@ where
 /// The request in the metrics, labelled with its route template as the OpenAPI document spells it
 /// (`{path}`, not axum's catch-all `{*path}`). A 5xx is an expected state here (not ready, a
 /// failed source, at capacity); real internal errors are logged where they happen.
-fn record(metrics: &Metrics, route: Option<&MatchedPath>, status: StatusCode, elapsed: Duration) {
-    let route = route.map_or("unmatched", MatchedPath::as_str);
+fn record(metrics: &Metrics, route: Option<&str>, status: StatusCode, elapsed: Duration) {
+    let route = route.unwrap_or("unmatched");
     match route.contains("{*") {
         true => metrics.request(&route.replace("{*", "{"), status.as_u16(), elapsed),
         false => metrics.request(route, status.as_u16(), elapsed),
@@ -257,7 +298,7 @@ fn next_request_id() -> HeaderValue {
 
 /// The layer of the bounded routes: see the module documentation.
 #[derive(Clone)]
-pub(super) struct LimitLayer {
+pub struct LimitLayer {
     slots: Arc<Semaphore>,
     request_timeout: Duration,
     body_timeout: Duration,
@@ -284,7 +325,7 @@ impl<S> Layer<S> for LimitLayer {
 }
 
 #[derive(Clone)]
-pub(super) struct Limit<S> {
+pub struct Limit<S> {
     inner: S,
     limits: LimitLayer,
 }
@@ -317,7 +358,7 @@ where
 
 pin_project_lite::pin_project! {
     #[project = LimitProjection]
-    pub(super) enum LimitFuture<F> {
+    pub enum LimitFuture<F> {
         Running { #[pin] future: tokio::time::Timeout<F>, _permit: OwnedSemaphorePermit },
         Refused { response: Option<Response> },
     }

@@ -76,3 +76,46 @@ async fn an_integral_number_is_a_token_limit() {
     }
     app.shutdown().await.unwrap();
 }
+
+/// A load by a percent-encoded name goes through the router (which decodes it); by the plain name
+/// it is taken before the router (`router::front`). Both answer alike, error or not, and are
+/// counted under the same route.
+#[tokio::test]
+async fn a_load_answers_alike_before_the_router_and_through_it() {
+    let (_dir, app) = serve_two_skills().await;
+    let tag = skill_etag(&app, "alpha").await;
+    // A name as the fast route reads it and percent-encoded, the request's headers, its body.
+    type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], Option<&'a str>);
+    let cases: [Case<'_>; 9] = [
+        ("alpha", "%61lpha", &[], None),
+        ("alpha", "%61lpha", &[("content-type", "application/json")], Some(r#"{"token_limit": 3}"#)),
+        ("alpha", "%61lpha", &[("if-match", &tag)], None),
+        ("alpha", "%61lpha", &[("if-match", "\"other\"")], None),
+        ("alpha", "%61lpha", &[("content-type", "text/plain")], Some("{}")),
+        ("alpha", "%61lpha", &[("content-type", "application/json")], Some("{")),
+        ("alpha", "%61lpha", &[("content-type", "application/json")], Some(r#"{"other": 1}"#)),
+        ("gamma", "g%61mma", &[], None),
+        ("bad!", "b%61d!", &[], None),
+    ];
+    let before = app.requests("/skills/{name}/load", 200).await;
+    for (plain, encoded, headers, body) in cases {
+        let mut answers = Vec::new();
+        for name in [plain, encoded] {
+            let mut request = app.client.post(app.url(&format!("/skills/{name}/load")));
+            for (header, value) in headers {
+                request = request.header(*header, *value);
+            }
+            if let Some(body) = body {
+                request = request.body(body.to_owned());
+            }
+            let mut answer = Answer::from(request.send().await.expect("POST load")).await;
+            assert!(answer.header("x-request-id").is_some(), "{answer:?}");
+            answer.headers.retain(|(name, _)| name != "x-request-id" && name != "date");
+            answers.push(answer);
+        }
+        let (fast, routed) = (&answers[0], &answers[1]);
+        assert_eq!((fast.status, &fast.headers, &fast.body), (routed.status, &routed.headers, &routed.body), "{plain}");
+    }
+    assert_eq!(app.requests("/skills/{name}/load", 200).await, before + 6, "3 loads of 200, each asked twice");
+    app.shutdown().await.unwrap();
+}
