@@ -93,6 +93,14 @@ fn cursor(
     }
 }
 
+/// -32602 for a cursor in a request of a listing that has one page (or for a bad one).
+fn one_page(request: Option<&PaginatedRequestParams>, context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    match cursor(request, context)? {
+        None => Ok(()),
+        Some(_) => Err(ErrorData::invalid_params("this listing has one page: no cursor applies", None)),
+    }
+}
+
 impl SkillServer {
     async fn answer_list_skills(
         &self,
@@ -267,9 +275,7 @@ impl ServerHandler for SkillServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         self.count("tools/list", async {
-            if cursor(request.as_ref(), &context)?.is_some() {
-                return Err(ErrorData::invalid_params("this listing has one page: no cursor applies", None));
-            }
+            one_page(request.as_ref(), &context)?;
             let mut result = ListToolsResult::with_all_items(tools::all());
             if let Some((ttl, scope)) = self.cacheable(&context) {
                 result = result.with_ttl_ms(ttl).with_cache_scope(scope);
@@ -287,9 +293,7 @@ impl ServerHandler for SkillServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.count("resources/templates/list", async {
-            if cursor(request.as_ref(), &context)?.is_some() {
-                return Err(ErrorData::invalid_params("this listing has one page: no cursor applies", None));
-            }
+            one_page(request.as_ref(), &context)?;
             let mut result = ListResourceTemplatesResult::default();
             if let Some((ttl, scope)) = self.cacheable(&context) {
                 result = result.with_ttl_ms(ttl).with_cache_scope(scope);

@@ -30,16 +30,7 @@ pub(super) async fn trim_after_bursts(slots: Arc<Semaphore>, max: usize, mut shu
         peak = peak.max(open);
         if peak - open >= DROP {
             peak = open;
-            let _ = tokio::task::spawn_blocking(trim).await;
+            let _ = tokio::task::spawn_blocking(crate::limits::give_back_free_memory).await;
         }
-    }
-}
-
-/// Returns free heap pages to the system.
-fn trim() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim has no preconditions; it only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

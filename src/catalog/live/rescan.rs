@@ -165,7 +165,9 @@ impl LiveCatalog {
                     catalog.compress();
                 }
                 drop(snapshot);
-                give_back_free_memory();
+                // The scan's and build's passing allocations (the walk's buffers, the discovery,
+                // the previous listing) are freed by now.
+                crate::limits::give_back_free_memory();
             });
         }
     }
@@ -241,18 +243,6 @@ impl LiveCatalog {
                 sourced.version = content.ok().map(|content| ContentVersion::of(&content));
             })
             .await;
-    }
-}
-
-/// Hands the free pages of the allocator's arenas back to the system, once a new version is
-/// published and compressed: its scan's and build's passing allocations (the walk's buffers, the
-/// discovery, the previous listing) are freed by then, and glibc would otherwise keep the pages
-/// they leave between the ones still in use.
-fn give_back_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim has no preconditions; it only walks the allocator's own free lists.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 
