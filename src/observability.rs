@@ -273,8 +273,16 @@ impl LoadCounts {
 /// catalog. A skill that leaves the catalog loses its counts.
 #[derive(Debug, Default)]
 struct SkillLoads {
-    /// By name, each shared with the catalog's skill (not copied).
-    counts: std::collections::HashMap<skillcat_core::SkillName, LoadCounts>,
+    /// In name order, each name shared with the catalog's skill (not copied): the catalog is in
+    /// name order too, so a new version is taken in by one pass over both.
+    counts: Vec<(skillcat_core::SkillName, LoadCounts)>,
+}
+
+impl SkillLoads {
+    fn get_mut(&mut self, name: &str) -> Option<&mut LoadCounts> {
+        let index = self.counts.binary_search_by(|(known, _)| known.as_str().cmp(name)).ok()?;
+        Some(&mut self.counts[index].1)
+    }
 }
 
 /// One git source's fetches.
@@ -320,19 +328,25 @@ impl Metrics {
 
     /// The names of the current catalog's skills: loads are counted for these only; the counts of
     /// names no longer among them are dropped.
-    pub fn set_catalog_skills(&self, names: impl ExactSizeIterator<Item = skillcat_core::SkillName>) {
+    /// The skills of the current catalog, `names` in name order (the catalog's): counts of a name
+    /// that stays are kept, those of a name gone are dropped.
+    pub fn set_catalog_skills<'a>(&self, names: impl ExactSizeIterator<Item = &'a skillcat_core::SkillName>) {
         let mut loads = lock(&self.skill_loads);
-        let mut counts = std::collections::HashMap::with_capacity(names.len());
+        let mut known = std::mem::take(&mut loads.counts).into_iter().peekable();
+        let mut counts = Vec::with_capacity(names.len());
         for name in names {
-            let kept = loads.counts.remove(name.as_str()).unwrap_or_default();
-            counts.insert(name, kept);
+            // A name gone from the catalog takes its counts with it.
+            while known.next_if(|(gone, _)| gone < name).is_some() {}
+            let kept = known.next_if(|(same, _)| same == name).map(|(_, kept)| kept).unwrap_or_default();
+            counts.push((name.clone(), kept));
         }
+        debug_assert!(counts.is_sorted_by(|(a, _), (b, _)| a < b), "names in name order");
         loads.counts = counts;
     }
 
     /// Counts a load of the skill `name` through `surface`, if the current catalog has that name.
     pub fn skill_loaded(&self, name: &str, surface: Surface) {
-        if let Some(counts) = lock(&self.skill_loads).counts.get_mut(name) {
+        if let Some(counts) = lock(&self.skill_loads).get_mut(name) {
             counts.0[surface as usize] += 1;
         }
     }
@@ -340,34 +354,31 @@ impl Metrics {
     /// The loads of the skill `name` since the server started (zero for a name the catalog does
     /// not have).
     pub fn skill_loads(&self, name: &str) -> LoadCounts {
-        lock(&self.skill_loads).counts.get(name).copied().unwrap_or_default()
+        lock(&self.skill_loads).get_mut(name).copied().unwrap_or_default()
     }
 
     fn render_skill_loads(&self, out: &mut String) {
         let loads = lock(&self.skill_loads);
-        let mut names: Vec<&str> = loads.counts.keys().map(skillcat_core::SkillName::as_str).collect();
-        names.sort_unstable();
         out.push_str(
             "# HELP skillcat_catalog_skill Each skill of the current catalog (1), to find the skills never loaded.\n\
              # TYPE skillcat_catalog_skill gauge\n",
         );
-        for name in &names {
-            let _ = writeln!(out, "skillcat_catalog_skill{{skill=\"{}\"}} 1", escape_label(name));
+        for (name, _) in &loads.counts {
+            let _ = writeln!(out, "skillcat_catalog_skill{{skill=\"{}\"}} 1", escape_label(name.as_str()));
         }
         out.push_str(
             "# HELP skillcat_skill_loads_total Loads of a skill of the current catalog since start, by surface \
              (load, content, file, archive, well-known, mcp); surfaces without a load are left out.\n\
              # TYPE skillcat_skill_loads_total counter\n",
         );
-        for name in &names {
-            let counts = loads.counts[*name];
+        for (name, counts) in &loads.counts {
             for surface in Surface::ALL {
                 let count = counts.of(surface);
                 if count > 0 {
                     let _ = writeln!(
                         out,
                         "skillcat_skill_loads_total{{skill=\"{}\",surface=\"{}\"}} {count}",
-                        escape_label(name),
+                        escape_label(name.as_str()),
                         surface.label()
                     );
                 }
@@ -663,8 +674,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
-    fn names(names: &[&str]) -> std::vec::IntoIter<skillcat_core::SkillName> {
-        names.iter().map(|name| skillcat_core::SkillName::parse(name).unwrap()).collect::<Vec<_>>().into_iter()
+    fn names(names: &[&str]) -> Vec<skillcat_core::SkillName> {
+        names.iter().map(|name| skillcat_core::SkillName::parse(name).unwrap()).collect()
     }
 
     /// The dashboard under deploy/ is JSON Grafana can import, its panels do not overlap, and
@@ -676,7 +687,7 @@ mod tests {
         metrics.scan_finished(Duration::from_millis(1));
         metrics.git_fetched("https://h/r.git", true, Duration::from_millis(1), std::time::SystemTime::now());
         metrics.mcp.request("ping", Ok(()));
-        metrics.set_catalog_skills(names(&["pdf"]));
+        metrics.set_catalog_skills(names(&["pdf"]).iter());
         metrics.skill_loaded("pdf", Surface::Load);
         let text = metrics.render();
         let mut series = std::collections::BTreeSet::new();
@@ -726,7 +737,7 @@ mod tests {
     #[test]
     fn loads_are_counted_for_the_catalog_s_names_only() {
         let metrics = Metrics::default();
-        metrics.set_catalog_skills(names(&["pdf", "docx"]));
+        metrics.set_catalog_skills(names(&["docx", "pdf"]).iter());
         metrics.skill_loaded("pdf", Surface::Archive);
         metrics.skill_loaded("pdf", Surface::Archive);
         metrics.skill_loaded("pdf", Surface::Mcp);
@@ -739,11 +750,11 @@ mod tests {
         assert!(text.contains("skillcat_catalog_skill{skill=\"docx\"} 1\n"), "{text}");
         assert!(!text.contains("gone") && !text.contains("skill=\"docx\",surface"), "{text}");
         // A skill that leaves the catalog loses its counts; the others keep theirs.
-        metrics.set_catalog_skills(names(&["docx"]));
-        metrics.set_catalog_skills(names(&["docx", "pdf"]));
+        metrics.set_catalog_skills(names(&["docx"]).iter());
+        metrics.set_catalog_skills(names(&["docx", "pdf"]).iter());
         assert_eq!(metrics.skill_loads("pdf").total(), 0);
         metrics.skill_loaded("docx", Surface::Content);
-        metrics.set_catalog_skills(names(&["docx"]));
+        metrics.set_catalog_skills(names(&["docx"]).iter());
         assert_eq!(metrics.skill_loads("docx").of(Surface::Content), 1);
     }
 

@@ -3,6 +3,7 @@
 //! (the listing, an entry, the manifest, a file listing, an archive) are prepared by the catalog;
 //! a surface prepares its own encodings (pages, indexes) the same way and keeps them in the views.
 
+use std::collections::HashMap;
 use std::io::Write as _;
 use std::sync::OnceLock;
 
@@ -13,6 +14,17 @@ use sha2::{Digest, Sha256};
 
 /// Bodies at least this large are also kept gzip-compressed.
 const COMPRESS_FROM: usize = 1024;
+
+/// The gzip header of every compressed body: deflate, no name, no time, the fast level, an
+/// unknown system (what flate2's encoder writes at that level).
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 0xff];
+
+/// A final, empty deflate block (fixed Huffman codes, nothing but the end of the block): it ends
+/// a stream of pieces, each of which ends with a byte-aligned, non-final block.
+const FINAL_BLOCK: [u8; 2] = [0x03, 0x00];
+
+/// How many bytes at the start of a piece find the earlier piece that may be the same.
+const PIECE_KEY: usize = 64;
 
 /// A strong entity tag: the quoted first 128 bits of a SHA-256, in hex.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
@@ -64,6 +76,17 @@ pub struct PreparedBody {
 pub struct GzipBody {
     pub bytes: Bytes,
     pub etag_header: HeaderValue,
+    /// For a body compressed in pieces, where each lies (see [`PreparedBody::compress_in_pieces`]).
+    pieces: Box<[Piece]>,
+}
+
+/// A piece of a body compressed on its own: where its bytes lie in the body, where their deflate
+/// blocks lie in the gzip form, and their CRC-32.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    raw: (usize, usize),
+    packed: (usize, usize),
+    crc: u32,
 }
 
 impl PreparedBody {
@@ -79,12 +102,36 @@ impl PreparedBody {
 
     pub fn compress(&self) {
         self.gzip.get_or_init(|| {
-            let bytes = if self.bytes.len() >= COMPRESS_FROM { gzip(&self.bytes)? } else { return None };
-            let quoted = self.etag.as_str();
-            let etag = format!("{}-gzip\"", &quoted[..quoted.len() - 1]);
-            let etag_header = HeaderValue::from_str(&etag).expect("tags are visible ASCII");
-            Some(Box::new(GzipBody { bytes, etag_header }))
+            if self.bytes.len() < COMPRESS_FROM {
+                return None;
+            }
+            let bytes = gzip(&self.bytes)?;
+            Some(self.gzip_body(bytes, Box::default()))
         });
+    }
+
+    /// Prepares the gzip form as [`compress`](Self::compress) does, from pieces cut at `cuts`
+    /// (increasing offsets into the body), each compressed on its own: a piece whose bytes
+    /// `earlier` (a body compressed the same way) holds too is copied from its gzip form, not
+    /// compressed again. A body that changes by a few pieces from one version to the next (the
+    /// listing of a large catalog) then costs a few pieces' compression, not the whole body's.
+    /// The pieces' deflate blocks make one gzip stream, as any decoder reads it.
+    pub fn compress_in_pieces(&self, cuts: &[usize], earlier: Option<&PreparedBody>) {
+        self.gzip.get_or_init(|| {
+            if self.bytes.len() < COMPRESS_FROM {
+                return None;
+            }
+            let earlier = earlier.and_then(|earlier| Some((&earlier.bytes, earlier.gzip()?)));
+            let (bytes, pieces, _compressed) = gzip_in_pieces(&self.bytes, cuts, earlier)?;
+            Some(self.gzip_body(bytes, pieces))
+        });
+    }
+
+    fn gzip_body(&self, bytes: Bytes, pieces: Box<[Piece]>) -> Box<GzipBody> {
+        let quoted = self.etag.as_str();
+        let etag = format!("{}-gzip\"", &quoted[..quoted.len() - 1]);
+        let etag_header = HeaderValue::from_str(&etag).expect("tags are visible ASCII");
+        Box::new(GzipBody { bytes, etag_header, pieces })
     }
 }
 
@@ -95,6 +142,76 @@ fn gzip(bytes: &[u8]) -> Option<Bytes> {
     encoder.write_all(bytes).ok()?;
     let compressed = encoder.finish().ok()?;
     (compressed.len() < bytes.len()).then(|| Bytes::from(compressed))
+}
+
+/// `bytes` gzip-compressed piece by piece, and how many pieces were compressed (not copied from
+/// `earlier`); `None` if that makes them no smaller.
+fn gzip_in_pieces(
+    bytes: &[u8],
+    cuts: &[usize],
+    earlier: Option<(&Bytes, &GzipBody)>,
+) -> Option<(Bytes, Box<[Piece]>, usize)> {
+    // The earlier pieces by their length and first bytes; a candidate is taken only if all its
+    // bytes are the same.
+    let mut known: HashMap<(usize, &[u8]), Piece> = HashMap::new();
+    if let Some((raw, gzip)) = earlier {
+        for piece in &gzip.pieces {
+            let text = &raw[piece.raw.0..piece.raw.1];
+            known.insert((text.len(), &text[..text.len().min(PIECE_KEY)]), *piece);
+        }
+    }
+    let size_hint = earlier.map_or(bytes.len() / 4, |(_, gzip)| gzip.bytes.len() + 4096);
+    let mut out = Vec::with_capacity(size_hint);
+    out.extend_from_slice(&GZIP_HEADER);
+    let mut crc = crc32fast::Hasher::new();
+    let mut pieces = Vec::with_capacity(cuts.len() + 1);
+    let (mut start, mut compressed) = (0, 0);
+    for end in cuts.iter().copied().chain(std::iter::once(bytes.len())) {
+        let text = &bytes[start..end];
+        if text.is_empty() {
+            continue;
+        }
+        let packed_start = out.len();
+        let same = known.get(&(text.len(), &text[..text.len().min(PIECE_KEY)])).and_then(|piece| {
+            let (raw, gzip) = earlier?;
+            (raw[piece.raw.0..piece.raw.1] == *text).then(|| (&gzip.bytes[piece.packed.0..piece.packed.1], piece))
+        });
+        let piece_crc = match same {
+            Some((packed, piece)) => {
+                out.extend_from_slice(packed);
+                piece.crc
+            }
+            None => {
+                deflate_piece(text, &mut out)?;
+                compressed += 1;
+                crc32fast::hash(text)
+            }
+        };
+        crc.combine(&crc32fast::Hasher::new_with_initial_len(piece_crc, text.len() as u64));
+        pieces.push(Piece { raw: (start, end), packed: (packed_start, out.len()), crc: piece_crc });
+        start = end;
+    }
+    out.extend_from_slice(&FINAL_BLOCK);
+    out.extend_from_slice(&crc.finalize().to_le_bytes());
+    // The size modulo 2^32, as gzip's trailer holds it.
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    (out.len() < bytes.len()).then(|| (Bytes::from(out), pieces.into_boxed_slice(), compressed))
+}
+
+/// Appends `text` as raw deflate blocks that need nothing before them and end byte-aligned and
+/// not final (a sync flush of a new compressor), so that such pieces can follow one another.
+fn deflate_piece(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    let mut deflate = flate2::Compress::new(flate2::Compression::fast(), false);
+    out.reserve(text.len() / 2 + 64);
+    loop {
+        let read = usize::try_from(deflate.total_in()).ok()?;
+        deflate.compress_vec(&text[read..], out, flate2::FlushCompress::Sync).ok()?;
+        // Done when all is read and the flush left room unused (it did not stop for lack of it).
+        if usize::try_from(deflate.total_in()).ok()? == text.len() && out.len() < out.capacity() {
+            return Some(());
+        }
+        out.reserve(4096);
+    }
 }
 
 #[cfg(test)]
@@ -115,5 +232,55 @@ mod tests {
         let identity = large.etag.as_str();
         assert_eq!(gzip.etag_header, format!("{}-gzip\"", &identity[..identity.len() - 1]));
         assert_ne!(gzip.etag_header, large.etag_header);
+    }
+
+    fn gunzip(bytes: &[u8]) -> Vec<u8> {
+        let mut plain = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut plain).expect("one gzip stream");
+        plain
+    }
+
+    #[test]
+    fn a_body_compressed_in_pieces_is_one_gzip_stream_and_reuses_the_pieces_it_shares() {
+        // Entries with keys; a piece starts at each key divisible by 50 (as the listing's pieces
+        // start at skills, not at offsets, so that an entry added moves no other cut).
+        let entries: Vec<(u32, String)> = (0..400)
+            .map(|n| (n, format!("{{\"name\":\"skill-{n}\",\"description\":\"Does thing {}\"}},", n * 7919)))
+            .collect();
+        let body = |entries: &[(u32, String)]| -> (Vec<u8>, Vec<usize>) {
+            let (mut bytes, mut cuts) = (b"{\"head\":[".to_vec(), Vec::new());
+            for (key, entry) in entries {
+                if key % 50 == 0 {
+                    cuts.push(bytes.len());
+                }
+                bytes.extend_from_slice(entry.as_bytes());
+            }
+            bytes.extend_from_slice(b"]}");
+            (bytes, cuts)
+        };
+        let (bytes, cuts) = body(&entries);
+        let first = PreparedBody::new(bytes.clone(), ETag::of(&[&bytes]));
+        first.compress_in_pieces(&cuts, None);
+        let gzip = first.gzip().expect("compressed");
+        assert_eq!(gunzip(&gzip.bytes), bytes);
+        assert!(gzip.bytes.len() < bytes.len() / 2, "{} of {}", gzip.bytes.len(), bytes.len());
+        assert_eq!(gzip.pieces.len(), cuts.len() + 1);
+
+        // One entry edited, one added: the two pieces holding them are compressed again; the
+        // others are copied.
+        let mut changed = entries.clone();
+        changed[120].1 = "{\"name\":\"skill-120\",\"description\":\"Edited\"},".to_owned();
+        changed.insert(333, (1, "{\"name\":\"new\",\"description\":\"Added\"},".to_owned()));
+        let (bytes, cuts) = body(&changed);
+        let (gzipped, pieces, compressed) =
+            gzip_in_pieces(&bytes, &cuts, Some((&first.bytes, gzip))).expect("compressed");
+        assert_eq!(gunzip(&gzipped), bytes);
+        assert_eq!(compressed, 2, "of {} pieces", pieces.len());
+        // Without the earlier body, the same bytes.
+        let (alone, _, all) = gzip_in_pieces(&bytes, &cuts, None).expect("compressed");
+        assert_eq!((alone, all), (gzipped, pieces.len()));
+        // No cuts at all: one piece, still one stream.
+        let (single, _, _) = gzip_in_pieces(&bytes, &[], None).expect("compressed");
+        assert_eq!(gunzip(&single), bytes);
     }
 }

@@ -154,6 +154,23 @@ const TAG_FIELD: usize = b"{\"etag\":".len() + 38 + 1;
 /// Where each skill's entry lies in a listing body (start, end), in the order of its skills.
 type Spans = Vec<(u32, u32)>;
 
+/// Skills per piece of the listing's gzip form, on average: about 40 KiB of entries, most of
+/// deflate's window, so the pieces compress nearly as well as the whole.
+const SKILLS_PER_PIECE: usize = 128;
+
+/// A run of skills none of whose names starts a piece is cut after this many.
+const MAX_SKILLS_PER_PIECE: usize = 4 * SKILLS_PER_PIECE;
+
+/// Whether a piece of the listing's gzip form starts at the skill `name`: one name in
+/// [`SKILLS_PER_PIECE`], chosen by the name alone (FNV-1a), so the choice never moves.
+fn starts_a_piece(name: &SkillName) -> bool {
+    let hash = name
+        .as_str()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3));
+    hash % SKILLS_PER_PIECE as u64 == 0
+}
+
 /// Where the entries of a listing's skills come from: a listing made before (the skills it shares
 /// with this one are copied from it, not serialized again) and, for each skill, its index there.
 struct Earlier<'a> {
@@ -455,12 +472,31 @@ impl Catalog {
         }
     }
 
-    /// Prepares the gzip form of every body large enough for it. Run off the request path: a
-    /// catalog is published first and compressed after, answering with identity bodies until then.
-    pub fn compress(&self) {
+    /// Prepares the gzip form of every body large enough for it, taking what is unchanged from
+    /// `earlier` (the version before, if it was compressed). Run off the request path: a catalog
+    /// is published first and compressed after, answering with identity bodies until then.
+    pub fn compress(&self, earlier: Option<&Catalog>) {
         // A skill's own body is compressed when it is made, on first use.
-        self.listing.compress();
+        self.listing.compress_in_pieces(&self.listing_cuts(), earlier.map(|earlier| &earlier.listing));
         self.manifest.compress();
+    }
+
+    /// Where the listing's pieces start for its gzip form: at its first skill, after its last,
+    /// and at each skill whose name starts one ([`starts_a_piece`]). The cuts go with the skills,
+    /// not with offsets, so a skill added or removed changes one piece and leaves the others'
+    /// bytes as they were.
+    fn listing_cuts(&self) -> Vec<usize> {
+        let mut cuts = Vec::with_capacity(self.skills.len() / SKILLS_PER_PIECE + 2);
+        let mut since = 0;
+        for (index, (skill, &(start, _))) in self.skills.iter().zip(&self.spans).enumerate() {
+            since += 1;
+            if index == 0 || since > MAX_SKILLS_PER_PIECE || starts_a_piece(skill.skill.name()) {
+                cuts.push(start as usize);
+                since = 0;
+            }
+        }
+        cuts.extend(self.spans.last().map(|&(_, end)| end as usize));
+        cuts
     }
 
     pub fn get(&self, name: &SkillName) -> Option<&Arc<CatalogSkill>> {
@@ -591,5 +627,47 @@ mod tests {
             .unwrap();
             assert_eq!(listing.etag, ETag::of(&[&untagged]), "the tag is the hash of the rest");
         }
+    }
+
+    #[test]
+    fn the_listing_compressed_from_the_version_before_is_the_listing() {
+        let discovery = |names: &[String]| CompositeDiscovery {
+            skills: names
+                .iter()
+                .map(|name| SourcedSkill {
+                    skill: Skill::new(name.as_str(), format!("Does {name}."), format!("/srv/{name}/SKILL.md")).unwrap(),
+                    source: 0,
+                    version: None,
+                    files: None,
+                })
+                .collect(),
+            shadowed: Vec::new(),
+            diagnostics: Vec::new(),
+        };
+        let sources = [SourceEntry { label: "/srv".into(), kind: "directory", commit: None }];
+        let gunzip = |catalog: &Catalog| {
+            let gzip = catalog.listing.gzip().expect("compressed");
+            let mut plain = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gzip.bytes[..]), &mut plain).unwrap();
+            plain
+        };
+        let mut names: Vec<String> = (0..2000).map(|n| format!("skill-{n:04}")).collect();
+        let first = Catalog::rebuild(None, &discovery(&names), &sources).expect("a catalog");
+        first.compress(None);
+        assert_eq!(gunzip(&first), first.listing.bytes);
+        let cuts = first.listing_cuts();
+        assert!((8..=40).contains(&cuts.len()), "{} pieces for 2,000 skills", cuts.len());
+        // A skill removed, one added, one edited: compressed from the version before, the same
+        // bytes as compressed afresh, and the listing.
+        names.remove(700);
+        names.push("skill-new".into());
+        let mut changed = discovery(&names);
+        changed.skills[1500].skill = Skill::new("skill-1501", "Edited.", "/srv/skill-1501/SKILL.md").unwrap();
+        let second = Catalog::rebuild(Some(&first), &changed, &sources).expect("a new catalog");
+        second.compress(Some(&first));
+        assert_eq!(gunzip(&second), second.listing.bytes);
+        let afresh = Catalog::rebuild(None, &changed, &sources).expect("a catalog");
+        afresh.compress(None);
+        assert_eq!(second.listing.gzip().unwrap().bytes, afresh.listing.gzip().unwrap().bytes);
     }
 }

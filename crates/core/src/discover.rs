@@ -149,14 +149,17 @@ pub fn skill_catalog(skills: impl IntoIterator<Item = Skill>) -> Result<BTreeMap
 
 /// `items` in name order, validated as [`skill_catalog`] validates: when names repeat, the error
 /// names the repeat met first in the given order. Already-sorted input costs one pass.
-pub(crate) fn sorted_catalog<T>(mut items: Vec<T>, skill: impl Fn(&T) -> &Skill) -> Result<Vec<T>, SkillError> {
+pub(crate) fn sorted_catalog<T>(items: Vec<T>, skill: impl Fn(&T) -> &Skill) -> Result<Vec<T>, SkillError> {
     let name = |index: usize| skill(&items[index]).name();
     if (1..items.len()).all(|index| name(index - 1) < name(index)) {
         return Ok(items);
     }
+    // One sort, of positions: by name, and among equal names by position, so that each repeat
+    // follows the one before it of the same name. The keys are distinct, so an unstable sort
+    // gives the one order.
     let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_by(|&a, &b| name(a).cmp(name(b)).then(a.cmp(&b)));
-    // Each repeat with the one before it of the same name; the error names the repeat met first.
+    order.sort_unstable_by(|&a, &b| name(a).cmp(name(b)).then(a.cmp(&b)));
+    // The error names the repeat met first.
     let repeat = order.windows(2).filter(|pair| name(pair[0]) == name(pair[1])).min_by_key(|pair| pair[1]);
     if let Some(&[earlier, index]) = repeat {
         let (first, repeat) = (skill(&items[earlier]), skill(&items[index]));
@@ -166,8 +169,9 @@ pub(crate) fn sorted_catalog<T>(mut items: Vec<T>, skill: impl Fn(&T) -> &Skill)
             other: first.location().to_owned(),
         });
     }
-    items.sort_by(|a, b| skill(a).name().cmp(skill(b).name()));
-    Ok(items)
+    // The items moved into that order (each once).
+    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    Ok(order.into_iter().map(|index| slots[index].take().expect("each position once")).collect())
 }
 
 #[cfg(test)]

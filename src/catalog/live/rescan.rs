@@ -127,7 +127,7 @@ impl LiveCatalog {
                     if let Some(catalog) = &catalog
                         && current.version == 0
                     {
-                        catalog.compress();
+                        catalog.compress(None);
                     }
                     catalog
                 })
@@ -142,11 +142,18 @@ impl LiveCatalog {
         };
         let metrics = &self.inner.metrics;
         metrics.scan_finished(started.elapsed());
-        // `None`: the same catalog as the published one.
-        let Some(state) = state else { return };
+        // `None`: the same catalog as the published one. A full walk that changed nothing still
+        // passed through as much memory as one that did (the walk's buffers, a whole discovery):
+        // it is given back the same way, or the process would stay at its peak until a change.
+        let Some(state) = state else {
+            if full || !covered {
+                tokio::task::spawn_blocking(crate::limits::give_back_free_memory);
+            }
+            return;
+        };
         if let CatalogState::Ready(catalog) = &state {
             metrics.set_catalog_size(catalog.skills.len());
-            metrics.set_catalog_skills(catalog.skills.iter().map(|skill| skill.skill.name().clone()));
+            metrics.set_catalog_skills(catalog.skills.iter().map(|skill| skill.skill.name()));
         }
         let mut published = None;
         self.inner.snapshots.send_if_modified(|current| {
@@ -155,16 +162,22 @@ impl LiveCatalog {
             }
             let version = current.version + 1;
             self.report(version, &state);
-            *current = Arc::new(Snapshot { version, state });
-            published = Some(Arc::clone(current));
+            let previous = std::mem::replace(current, Arc::new(Snapshot { version, state }));
+            published = Some((Arc::clone(current), previous));
             true
         });
-        if let Some(snapshot) = published {
+        if let Some((snapshot, previous)) = published {
             tokio::task::spawn_blocking(move || {
                 if let CatalogState::Ready(catalog) = &snapshot.state {
-                    catalog.compress();
+                    // What did not change is taken from the version before, compressed already
+                    // (unless the versions came faster than they were compressed).
+                    let earlier = match &previous.state {
+                        CatalogState::Ready(earlier) => Some(&**earlier),
+                        _ => None,
+                    };
+                    catalog.compress(earlier);
                 }
-                drop(snapshot);
+                drop((snapshot, previous));
                 // The scan's and build's passing allocations (the walk's buffers, the discovery,
                 // the previous listing) are freed by now.
                 crate::limits::give_back_free_memory();

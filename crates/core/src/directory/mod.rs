@@ -287,10 +287,15 @@ impl DirectorySkillDiscoverer {
                     .collect()
             }
         };
-        // For files that keep changing under every read: the last scan's listing of each skill.
+        // For files that keep changing under every read: the last scan's listing of each skill
+        // listed now (a reused listing is not listed again).
         let known: Vec<Option<Arc<FileListing>>> = found
             .iter()
-            .map(|found| {
+            .zip(&reused)
+            .map(|(found, reused)| {
+                if reused.is_some() {
+                    return None;
+                }
                 let index = previous.found.binary_search_by(|known| known.skill.name().cmp(found.skill.name())).ok()?;
                 previous.files.get(index).cloned()
             })
