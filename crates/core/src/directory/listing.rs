@@ -1,6 +1,7 @@
 //! What a walk reads from disk: folders opened beneath their parents, listed and sorted, and their
-//! `SKILL.md` read and parsed — by helper threads a bounded window ahead of the walk, which takes
-//! the results in its own order (`walk`). Nothing here decides what a walk counts or reports.
+//! `SKILL.md` read and parsed — in runs of sibling folders, by helper threads a bounded window
+//! ahead of the walk, which takes the results in its own order (`walk`). Nothing here decides what
+//! a walk counts or reports.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -16,12 +17,19 @@ use crate::metadata::parse_fields;
 use crate::pystr;
 use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
 
-/// Subfolders prepared ahead of the walk, per folder being walked. Each prepared folder holds a
-/// descriptor, so this (times the depth) bounds the descriptors a scan holds.
-pub(super) const WINDOW: usize = 16;
+/// Sibling folders prepared by one task. A task goes to a sleeping helper with a wake-up, and its
+/// result back to the walk through a lock: a run of folders makes that small next to its system
+/// calls, where one folder (a few calls) does not.
+pub(super) const RUN: usize = 8;
+/// Runs queued ahead of the one the walk waits for, per folder being walked: one for each thread
+/// that may prepare them.
+pub(super) const RUNS_AHEAD: usize = MAX_THREADS - 1;
+/// Folders of a run that keep their descriptor (the walk opens folders beneath them): a run stops
+/// after this many, so that each folder being walked holds at most `(RUNS_AHEAD + 1) * MAX_KEPT`
+/// descriptors of prepared subfolders (times the depth bounds the descriptors a scan holds). Any
+/// other folder is closed by the thread that listed it.
+pub(super) const MAX_KEPT: usize = 4;
 pub(super) const MAX_THREADS: usize = 4;
-/// How often an idle helper looks for work again before it sleeps.
-const IDLE_POLLS: u32 = 64;
 /// Large enough for any single directory entry, so `getdents64` never fails with `EINVAL`.
 const LISTING_BUFFER: usize = 32 * 1024;
 const MAX_DIAGNOSTIC_PART: usize = 300;
@@ -92,8 +100,20 @@ pub(super) struct Entry {
 pub(super) struct Prepared {
     pub(super) path: Vec<u8>,
     pub(super) visit: Arc<Visit>,
-    /// The folder's descriptor, when it was opened for this walk (never for one from the picture).
+    /// The folder's descriptor, when it was opened for this walk and the walk may open folders
+    /// beneath it (never for one from the picture).
     pub(super) fd: Option<Arc<OwnedFd>>,
+}
+
+impl Prepared {
+    /// Whether the walk goes into this folder's subfolders if it counts the folder: it was listed
+    /// completely and lists a folder.
+    fn has_subfolders(&self) -> bool {
+        match &*self.visit {
+            Ok(folder) => folder.error().is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::Directory),
+            Err(_) => false,
+        }
+    }
 }
 
 /// A folder's listing and its `SKILL.md`, as a walk saw them.
@@ -151,10 +171,13 @@ pub(super) enum Opener {
     Child(Arc<OwnedFd>),
 }
 
-/// A folder to prepare, and where to put the result.
+/// Folders to prepare (a root, or a run of siblings in walk order), and where to put the result.
 pub(super) struct Task {
     pub(super) opener: Opener,
-    pub(super) path: Vec<u8>,
+    pub(super) paths: Vec<Vec<u8>>,
+    /// Whether the walk may enter the subfolders of these folders (they are above the depth
+    /// bound): if not, none keeps its descriptor.
+    pub(super) descend: bool,
     pub(super) slot: Arc<Slot>,
 }
 
@@ -168,12 +191,12 @@ pub(super) struct Slot {
 
 #[derive(Default)]
 pub(super) struct SlotState {
-    pub(super) value: Option<Prepared>,
+    pub(super) value: Option<Vec<Prepared>>,
     pub(super) waiting: bool,
 }
 
 impl Slot {
-    pub(super) fn put(&self, prepared: Prepared) {
+    pub(super) fn put(&self, prepared: Vec<Prepared>) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.value = Some(prepared);
         if state.waiting {
@@ -181,11 +204,11 @@ impl Slot {
         }
     }
 
-    pub(super) fn try_take(&self) -> Option<Prepared> {
+    pub(super) fn try_take(&self) -> Option<Vec<Prepared>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).value.take()
     }
 
-    pub(super) fn take(&self) -> Prepared {
+    pub(super) fn take(&self) -> Vec<Prepared> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(prepared) = state.value.take() {
@@ -232,31 +255,24 @@ impl Queue {
         self.available.notify_all();
     }
 
-    /// A helper thread's loop: prepare queued folders until the walk ends. The walk queues the
-    /// next folders within microseconds, so an idle helper polls briefly before it sleeps: a
-    /// sleep and its wake-up cost more than the folder.
+    /// A helper thread's loop: prepare queued folders until the walk ends, sleeping while there
+    /// are none. It never polls with `sched_yield`: on a machine with other work, each yield hands
+    /// the core to another process for a time slice, and the walk, never yielding, ended up
+    /// preparing nearly every folder itself.
     pub(super) fn serve(&self) {
         let mut buffers = Buffers::default();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut polls = 0;
         loop {
             if let Some(task) = state.tasks.pop_front() {
                 drop(state);
                 task.run(&mut buffers);
-                polls = 0;
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else if state.closed {
                 return;
-            } else if polls < IDLE_POLLS {
-                drop(state);
-                polls += 1;
-                std::thread::yield_now();
-                state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else {
                 state.idle += 1;
                 state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
                 state.idle -= 1;
-                polls = 0;
             }
         }
     }
@@ -264,13 +280,43 @@ impl Queue {
 
 impl Task {
     pub(super) fn run(self, buffers: &mut Buffers) {
-        self.slot.put(prepare(self.opener, self.path, buffers));
+        let prepared = match &self.opener {
+            Opener::Root => self.paths.into_iter().map(|path| prepare(&self.opener, path, buffers)).collect(),
+            Opener::Child(_) => prepare_run(&self.opener, self.paths, self.descend, buffers),
+        };
+        self.slot.put(prepared);
     }
 }
 
+/// Prepares sibling folders in order, until [`MAX_KEPT`] of them kept their descriptor: the
+/// caller prepares the rest. A folder the walk will open nothing beneath is closed here.
+fn prepare_run(opener: &Opener, paths: Vec<Vec<u8>>, descend: bool, buffers: &mut Buffers) -> Vec<Prepared> {
+    let mut run = Vec::with_capacity(paths.len());
+    let mut kept = 0;
+    for path in paths {
+        if kept == MAX_KEPT {
+            break;
+        }
+        let prepared = prepare_child(opener, path, descend, buffers);
+        kept += usize::from(prepared.fd.is_some());
+        run.push(prepared);
+    }
+    run
+}
+
+/// [`prepare`] for a subfolder met by a full walk: its descriptor is kept only if the walk may open
+/// folders beneath it (`descend`, and it lists one).
+pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, descend: bool, buffers: &mut Buffers) -> Prepared {
+    let mut prepared = prepare(opener, path, buffers);
+    if !(descend && prepared.has_subfolders()) {
+        prepared.fd = None;
+    }
+    prepared
+}
+
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
-pub(super) fn prepare(opener: Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
-    let opened = match &opener {
+pub(super) fn prepare(opener: &Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
+    let opened = match opener {
         Opener::Root => guarded::open_root(&path),
         Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(&path)),
     };

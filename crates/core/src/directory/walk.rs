@@ -3,8 +3,9 @@
 //! The decisions of the walk (what is counted, in which order, how deep, what is reported) are
 //! taken on the calling thread in exactly nagents' order. The system calls are not: a few worker
 //! threads open, list and sort the folders the walk will visit next and read their `SKILL.md`,
-//! a bounded window ahead of it. The walk then consumes those results in its own order, so the
-//! outcome is the same as a sequential walk's; work done for a folder the walk does not enter
+//! in runs of sibling folders, a bounded window of runs ahead of it; while the walk waits for a
+//! run it prepares a later one itself. The walk then consumes those results in its own order, so
+//! the outcome is the same as a sequential walk's; work done for a folder the walk does not enter
 //! (a bound was reached) is discarded.
 //!
 //! A walk also leaves a [`Picture`]: every folder it listed, with its sorted entries and its
@@ -20,8 +21,8 @@ use std::sync::Arc;
 
 use super::guarded::{self};
 use super::listing::{
-    Buffers, Diagnostic, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, Slot, Task, Visit, WINDOW,
-    identity, prepare, relist,
+    Buffers, Diagnostic, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD, Slot, Task, Visit,
+    identity, prepare, prepare_child, relist,
 };
 use super::path::{AbsoluteRoot, join};
 use crate::discover::ContentVersion;
@@ -111,8 +112,8 @@ pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize,
             if walk.remaining == 0 {
                 break;
             }
-            let folder = walk.queue(Opener::Root, root.as_bytes().to_vec());
-            let prepared = walk.wait(&folder);
+            let folder = walk.queue(Opener::Root, vec![root.as_bytes().to_vec()], true);
+            let prepared = walk.wait(&folder).pop().expect("a root is prepared");
             walk.directory(prepared, 0, index);
         }
         let outcome = walk.finish();
@@ -148,7 +149,7 @@ pub(crate) fn scan_from(roots: &[AbsoluteRoot], max_entries: usize, max_depth: u
                     Some(fd) => {
                         Prepared { visit: Arc::new(Ok(relist(&fd, &path, &mut walk.buffers))), path, fd: Some(fd) }
                     }
-                    None => prepare(Opener::Root, path, &mut walk.buffers),
+                    None => prepare(&Opener::Root, path, &mut walk.buffers),
                 }
             }
         };
@@ -243,17 +244,17 @@ impl<'q> Walk<'q> {
         }
     }
 
-    /// Queues a folder for a worker to prepare.
-    fn queue(&self, opener: Opener, path: Vec<u8>) -> Arc<Slot> {
+    /// Queues folders for a worker to prepare.
+    fn queue(&self, opener: Opener, paths: Vec<Vec<u8>>, descend: bool) -> Arc<Slot> {
         let slot = Arc::new(Slot::default());
         if let Supply::Disk(queue) = &self.supply {
-            queue.push(Task { opener, path, slot: Arc::clone(&slot) });
+            queue.push(Task { opener, paths, descend, slot: Arc::clone(&slot) });
         }
         slot
     }
 
-    /// The prepared folder of `slot`, preparing queued folders meanwhile rather than waiting.
-    fn wait(&mut self, slot: &Slot) -> Prepared {
+    /// The prepared folders of `slot`, preparing queued folders meanwhile rather than waiting.
+    fn wait(&mut self, slot: &Slot) -> Vec<Prepared> {
         loop {
             if let Some(prepared) = slot.try_take() {
                 return prepared;
@@ -288,7 +289,7 @@ impl<'q> Walk<'q> {
                 Arc::new(guarded::open_beneath(root_fd.as_fd(), parent_parts).ok()?)
             }
         };
-        Some(prepare(Opener::Child(parent), path, &mut self.buffers))
+        Some(prepare(&Opener::Child(parent), path, &mut self.buffers))
     }
 
     fn directory(&mut self, prepared: Prepared, depth: usize, root: usize) {
@@ -312,27 +313,18 @@ impl<'q> Walk<'q> {
             return;
         }
         let from_disk = matches!(self.supply, Supply::Disk(_));
-        let subfolders: Vec<Entry> = if depth < self.max_depth && from_disk {
-            folder.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory).collect()
-        } else {
-            Vec::new()
-        };
-        let mut ahead: VecDeque<Arc<Slot>> = VecDeque::with_capacity(WINDOW.min(subfolders.len()));
-        let mut next_to_prepare = 0;
+        // A folder from disk keeps its descriptor exactly when the walk may enter a subfolder.
+        let mut ahead = fd
+            .as_ref()
+            .filter(|_| from_disk && depth < self.max_depth)
+            .map(|parent| Ahead::new(parent, &path, folder, depth + 1 < self.max_depth));
         for &entry in &folder.entries {
             match entry.kind {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
-                    let child = join(&path, folder.name(entry));
                     let prepared = if from_disk {
-                        let parent = fd.as_ref().expect("a folder listed from disk is open");
-                        while ahead.len() < WINDOW && next_to_prepare < subfolders.len() {
-                            let child = join(&path, folder.name(subfolders[next_to_prepare]));
-                            ahead.push_back(self.queue(Opener::Child(Arc::clone(parent)), child));
-                            next_to_prepare += 1;
-                        }
-                        let slot = ahead.pop_front().expect("the next subfolder is prepared");
-                        self.wait(&slot)
+                        ahead.as_mut().expect("a folder listed from disk with subfolders is open").next(self)
                     } else {
+                        let child = join(&path, folder.name(entry));
                         match self.fetch(fd.as_ref(), child, root) {
                             Some(prepared) => prepared,
                             None => {
@@ -345,14 +337,8 @@ impl<'q> Walk<'q> {
                     self.directory(prepared, depth + 1, root);
                 }
                 Kind::Directory => {
-                    // Not entered; a prepared result for it is discarded.
-                    if depth < self.max_depth && from_disk {
-                        if ahead.is_empty() {
-                            next_to_prepare += 1;
-                        } else {
-                            ahead.pop_front();
-                        }
-                    }
+                    // Not entered: beyond the depth bound (nothing was prepared for it), or the
+                    // entry budget is spent (which ends the walk: what was prepared is discarded).
                     self.diagnose(Diagnostic::new(&join(&path, folder.name(entry)), DEPTH_LIMIT));
                 }
                 Kind::SkillFile => match folder.skill.as_ref().expect("a listed SKILL.md is read") {
@@ -387,5 +373,80 @@ impl<'q> Walk<'q> {
         }
         self.remaining -= folder.entries.len();
         true
+    }
+}
+
+/// The subfolders of a folder being walked from disk, prepared ahead of the walk in runs.
+struct Ahead<'f> {
+    parent: &'f Arc<OwnedFd>,
+    path: &'f [u8],
+    folder: &'f Folder,
+    subfolders: Vec<Entry>,
+    /// Whether the walk may enter the subfolders' own subfolders (see [`Task::descend`]).
+    descend: bool,
+    /// Runs queued, in order, with how many subfolders each was given.
+    runs: VecDeque<(Arc<Slot>, usize)>,
+    /// Subfolders queued so far.
+    queued: usize,
+    /// Subfolders handed to the walk so far.
+    taken: usize,
+    /// What is left of the run being consumed.
+    current: std::vec::IntoIter<Prepared>,
+    /// The subfolders of that run it left unprepared (it stopped at its descriptor bound).
+    unprepared: usize,
+}
+
+impl<'f> Ahead<'f> {
+    fn new(parent: &'f Arc<OwnedFd>, path: &'f [u8], folder: &'f Folder, descend: bool) -> Self {
+        let subfolders = folder.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory).collect();
+        Ahead {
+            parent,
+            path,
+            folder,
+            subfolders,
+            descend,
+            runs: VecDeque::new(),
+            queued: 0,
+            taken: 0,
+            current: Vec::new().into_iter(),
+            unprepared: 0,
+        }
+    }
+
+    /// The next subfolder, prepared; the walk asks for them in order.
+    fn next(&mut self, walk: &mut Walk<'_>) -> Prepared {
+        loop {
+            if let Some(prepared) = self.current.next() {
+                self.taken += 1;
+                return prepared;
+            }
+            if self.unprepared > 0 {
+                self.unprepared -= 1;
+                let path = join(self.path, self.folder.name(self.subfolders[self.taken]));
+                self.taken += 1;
+                return prepare_child(&Opener::Child(Arc::clone(self.parent)), path, self.descend, &mut walk.buffers);
+            }
+            self.queue_runs(walk);
+            let (slot, size) = self.runs.pop_front().expect("the next subfolder is queued");
+            // The runs after it are queued before the walk waits, so that it can prepare one.
+            self.queue_runs(walk);
+            let run = walk.wait(&slot);
+            self.unprepared = size - run.len();
+            self.current = run.into_iter();
+        }
+    }
+
+    /// Queues runs until [`RUNS_AHEAD`] wait, or every subfolder is queued.
+    fn queue_runs(&mut self, walk: &Walk<'_>) {
+        while self.runs.len() < RUNS_AHEAD && self.queued < self.subfolders.len() {
+            let end = (self.queued + RUN).min(self.subfolders.len());
+            let paths = self.subfolders[self.queued..end]
+                .iter()
+                .map(|&entry| join(self.path, self.folder.name(entry)))
+                .collect();
+            let slot = walk.queue(Opener::Child(Arc::clone(self.parent)), paths, self.descend);
+            self.runs.push_back((slot, end - self.queued));
+            self.queued = end;
+        }
     }
 }
