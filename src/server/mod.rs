@@ -1,6 +1,7 @@
 //! `skillcat serve`: binds, serves the API over the live catalog, and shuts down gracefully.
 
 mod deadline;
+mod linger;
 mod memory;
 
 use std::future::Future;
@@ -254,7 +255,7 @@ impl Server {
                 request.extensions_mut().insert(ConnectInfo(peer));
                 request
             });
-            let stream = deadline::SendDeadline::new(TokioIo::new(stream), options.send_timeout);
+            let stream = deadline::SendDeadline::new(TokioIo::new(linger::Linger::new(stream)), options.send_timeout);
             let connection = graceful.watch(http.serve_connection(stream, TowerToHyperService::new(service)));
             tokio::spawn(async move {
                 if let Err(error) = connection.await {
