@@ -1,7 +1,9 @@
 //! `skillcat serve`: binds, serves the API over the live catalog, and shuts down gracefully.
 
 mod deadline;
+mod linger;
 mod memory;
+mod threads;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,13 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use axum::extract::ConnectInfo;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
+use hyper_util::rt::TokioTimer;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
-use tower::ServiceExt as _;
 
 use crate::app::App;
 use crate::auth::{TokenStore, WebhookSecret};
@@ -26,6 +24,7 @@ use crate::http::Limits;
 use crate::limits::{AnswerBytes, ConnectionLimits, StreamSlots, answer_budget, memory_limit, raise_descriptor_limit};
 use crate::observability::Metrics;
 use crate::sources::Sources;
+use threads::{Connections, Threads};
 
 /// Everything `serve` needs, resolved from flags, environment and the config file.
 #[derive(Debug, Clone)]
@@ -86,10 +85,6 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// How long a write waits for a client that stopped reading, by default: longer than any pause a
 /// working client makes, short enough that stalled readers do not pile up.
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The longest pause between failed accepts (out of descriptors, say): they back off rather
-/// than spin.
-const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A warning for each configured root that is not a folder now. Roots are watched, so one that
 /// appears later is served then, which makes this no error; but a mistyped `--dir` would
@@ -196,79 +191,41 @@ impl Server {
     /// Serves until `signal` completes, then shuts down: readiness fails and event streams end at
     /// once, no new connection is accepted, and in-flight requests get `shutdown_grace` to finish.
     ///
-    /// At most `max_connections` connections are open at once: at the cap, accepting pauses and
-    /// new connections wait in the listen backlog, so the descriptors in reserve stay free.
+    /// Connections are served on threads of their own, one per worker of the runtime this runs
+    /// on (`TOKIO_WORKER_THREADS`, else one per core), each with a single-threaded runtime; what
+    /// the server does besides (the catalog, the watchers) stays on this one. At most
+    /// `max_connections` connections are open at once, across every thread.
     pub async fn run(self, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
         let Server { listener, app, options, limits, shutdown } = self;
-        let router = crate::router::router(Arc::clone(&app), &options.limits);
+        let address = listener.local_addr()?;
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(options.header_timeout)
             .max_header_size(options.max_header_bytes)
             .max_buf_size(crate::limits::CONNECTION_BUFFER.max(options.max_header_bytes))
             .keep_alive(true);
-        let graceful = GracefulShutdown::new();
-        let slots = Arc::new(Semaphore::new(limits.max_connections));
-        tokio::spawn(memory::trim_after_bursts(Arc::clone(&slots), limits.max_connections, shutdown.subscribe()));
-        let mut backoff = Duration::ZERO;
-        let address = listener.local_addr()?;
+        let connections = Connections {
+            router: crate::router::router(Arc::clone(&app), &options.limits),
+            http,
+            slots: Arc::new(Semaphore::new(limits.max_connections)),
+            send_timeout: options.send_timeout,
+            grace: options.shutdown_grace,
+        };
+        let count = tokio::runtime::Handle::current().metrics().num_workers();
+        let threads = Threads::start(listener.into_std()?, count, &connections, &shutdown)?;
+        tokio::spawn(memory::trim_after_bursts(connections.slots, limits.max_connections, shutdown.subscribe()));
         let url = match &app.public_url {
             Some(public) => format!("{public}/"),
             None => browsable(address),
         };
-        tracing::info!(%address, %url, "serving");
-        tokio::pin!(signal);
-        loop {
-            let accepted = tokio::select! {
-                accepted = async {
-                    let slot = Arc::clone(&slots).acquire_owned().await.expect("never closed");
-                    (listener.accept().await, slot)
-                } => accepted,
-                () = &mut signal => break,
-            };
-            let ((stream, peer), slot) = match accepted {
-                (Ok(accepted), slot) => (accepted, slot),
-                (Err(error), _) => {
-                    // Out of descriptors, or a connection reset before accept: keep serving, and
-                    // wait longer after each failure in a row.
-                    backoff = (backoff * 2).clamp(Duration::from_millis(5), MAX_ACCEPT_BACKOFF);
-                    if backoff < MAX_ACCEPT_BACKOFF {
-                        tracing::warn!(%error, ?backoff, "accept failed");
-                    } else {
-                        tracing::debug!(%error, ?backoff, "accept failed");
-                    }
-                    tokio::select! {
-                        () = tokio::time::sleep(backoff) => continue,
-                        () = &mut signal => break,
-                    }
-                }
-            };
-            backoff = Duration::ZERO;
-            // Streamed answers (event streams, MCP's answers) go out in several writes: without
-            // this, each small write after the first waits for the client's delayed ACK (40 ms).
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
-            }
-            // Each request knows its peer (event streams are capped per client).
-            let service = router.clone().map_request(move |mut request: axum::extract::Request<_>| {
-                request.extensions_mut().insert(ConnectInfo(peer));
-                request
-            });
-            let stream = deadline::SendDeadline::new(TokioIo::new(stream), options.send_timeout);
-            let connection = graceful.watch(http.serve_connection(stream, TowerToHyperService::new(service)));
-            tokio::spawn(async move {
-                if let Err(error) = connection.await {
-                    tracing::debug!(%peer, %error, "connection ended with an error");
-                }
-                drop(slot);
-            });
-        }
+        tracing::info!(%address, %url, threads = count, "serving");
+        signal.await;
         tracing::info!("shutting down");
         let _ = shutdown.send(true);
-        drop(listener);
-        tokio::select! {
-            () = graceful.shutdown() => tracing::info!("all connections closed"),
-            () = tokio::time::sleep(options.shutdown_grace) => tracing::warn!("shutdown grace period over; closing"),
+        if threads.join().await? {
+            tracing::info!("all connections closed");
+        } else {
+            tracing::warn!("shutdown grace period over; closing");
         }
         Ok(())
     }
