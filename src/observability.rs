@@ -273,15 +273,16 @@ impl LoadCounts {
 /// catalog. A skill that leaves the catalog loses its counts.
 #[derive(Debug, Default)]
 struct SkillLoads {
-    /// In name order, each name shared with the catalog's skill (not copied): the catalog is in
-    /// name order too, so a new version is taken in by one pass over both.
+    /// The current catalog's names, in name order, each shared with the catalog's skill.
+    names: Vec<skillcat_core::SkillName>,
+    /// The counts of the skills loaded at least once, in name order: most skills of a large
+    /// catalog are never loaded, and take no room here.
     counts: Vec<(skillcat_core::SkillName, LoadCounts)>,
 }
 
 impl SkillLoads {
-    fn get_mut(&mut self, name: &str) -> Option<&mut LoadCounts> {
-        let index = self.counts.binary_search_by(|(known, _)| known.as_str().cmp(name)).ok()?;
-        Some(&mut self.counts[index].1)
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.counts.binary_search_by(|(known, _)| known.as_str().cmp(name))
     }
 }
 
@@ -326,35 +327,36 @@ impl Metrics {
         self.catalog_skills.store(skills, Ordering::Relaxed);
     }
 
-    /// The names of the current catalog's skills: loads are counted for these only; the counts of
-    /// names no longer among them are dropped.
-    /// The skills of the current catalog, `names` in name order (the catalog's): counts of a name
-    /// that stays are kept, those of a name gone are dropped.
+    /// The skills of the current catalog, `names` in name order (the catalog's): loads are counted
+    /// for these only; the counts of a name gone are dropped.
     pub fn set_catalog_skills<'a>(&self, names: impl ExactSizeIterator<Item = &'a skillcat_core::SkillName>) {
         let mut loads = lock(&self.skill_loads);
-        let mut known = std::mem::take(&mut loads.counts).into_iter().peekable();
-        let mut counts = Vec::with_capacity(names.len());
-        for name in names {
-            // A name gone from the catalog takes its counts with it.
-            while known.next_if(|(gone, _)| gone < name).is_some() {}
-            let kept = known.next_if(|(same, _)| same == name).map(|(_, kept)| kept).unwrap_or_default();
-            counts.push((name.clone(), kept));
-        }
-        debug_assert!(counts.is_sorted_by(|(a, _), (b, _)| a < b), "names in name order");
-        loads.counts = counts;
+        loads.names = names.cloned().collect();
+        debug_assert!(loads.names.is_sorted_by(|a, b| a < b), "names in name order");
+        let SkillLoads { names, counts } = &mut *loads;
+        counts.retain(|(name, _)| names.binary_search(name).is_ok());
     }
 
     /// Counts a load of the skill `name` through `surface`, if the current catalog has that name.
     pub fn skill_loaded(&self, name: &str, surface: Surface) {
-        if let Some(counts) = lock(&self.skill_loads).get_mut(name) {
-            counts.0[surface as usize] += 1;
-        }
+        let mut loads = lock(&self.skill_loads);
+        let Ok(known) = loads.names.binary_search_by(|known| known.as_str().cmp(name)) else { return };
+        let index = match loads.position(name) {
+            Ok(index) => index,
+            Err(index) => {
+                let name = loads.names[known].clone();
+                loads.counts.insert(index, (name, LoadCounts::default()));
+                index
+            }
+        };
+        loads.counts[index].1.0[surface as usize] += 1;
     }
 
     /// The loads of the skill `name` since the server started (zero for a name the catalog does
     /// not have).
     pub fn skill_loads(&self, name: &str) -> LoadCounts {
-        lock(&self.skill_loads).get_mut(name).copied().unwrap_or_default()
+        let loads = lock(&self.skill_loads);
+        loads.position(name).map_or_else(|_| LoadCounts::default(), |index| loads.counts[index].1)
     }
 
     fn render_skill_loads(&self, out: &mut String) {
@@ -363,7 +365,7 @@ impl Metrics {
             "# HELP skillcat_catalog_skill Each skill of the current catalog (1), to find the skills never loaded.\n\
              # TYPE skillcat_catalog_skill gauge\n",
         );
-        for (name, _) in &loads.counts {
+        for name in &loads.names {
             let _ = writeln!(out, "skillcat_catalog_skill{{skill=\"{}\"}} 1", escape_label(name.as_str()));
         }
         out.push_str(
