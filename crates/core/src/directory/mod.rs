@@ -307,6 +307,15 @@ impl DirectorySkillDiscoverer {
                 return Err(error);
             }
         };
+        // A listing equal to the last scan's is that one: after a full walk, the catalog served
+        // (which holds the last scan's listings) and this source share them rather than each
+        // keeping a copy of every skill's files.
+        let files = (files.into_iter().zip(&known))
+            .map(|(listed, known)| match known {
+                Some(known) if **known == *listed => Arc::clone(known),
+                _ => listed,
+            })
+            .collect();
         let catalog = Catalog { found, files };
         let skills = catalog.found.iter().map(|found| found.skill.clone()).collect();
         let versions = catalog.found.iter().map(|found| found.version).collect();
