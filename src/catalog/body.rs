@@ -4,7 +4,6 @@
 //! a surface prepares its own encodings (pages, indexes) the same way and keeps them in the views.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -100,14 +99,9 @@ impl PreparedBody {
         self.gzip.get().and_then(Option::as_deref)
     }
 
+    /// Prepares the gzip form, if the body is large enough and gzip makes it smaller: one piece.
     pub fn compress(&self) {
-        self.gzip.get_or_init(|| {
-            if self.bytes.len() < COMPRESS_FROM {
-                return None;
-            }
-            let bytes = gzip(&self.bytes)?;
-            Some(self.gzip_body(bytes, Box::default()))
-        });
+        self.compress_in_pieces(&[], None);
     }
 
     /// Prepares the gzip form as [`compress`](Self::compress) does, from pieces cut at `cuts`
@@ -133,15 +127,6 @@ impl PreparedBody {
         let etag_header = HeaderValue::from_str(&etag).expect("tags are visible ASCII");
         Box::new(GzipBody { bytes, etag_header, pieces })
     }
-}
-
-fn gzip(bytes: &[u8]) -> Option<Bytes> {
-    // The fast level: compressing a large catalog at the default level costs more CPU than the
-    // rescan that made it (3 MiB at 10,000 skills), for a few percent smaller answers.
-    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::fast());
-    encoder.write_all(bytes).ok()?;
-    let compressed = encoder.finish().ok()?;
-    (compressed.len() < bytes.len()).then(|| Bytes::from(compressed))
 }
 
 /// `bytes` gzip-compressed piece by piece, and how many pieces were compressed (not copied from
@@ -201,6 +186,8 @@ fn gzip_in_pieces(
 /// Appends `text` as raw deflate blocks that need nothing before them and end byte-aligned and
 /// not final (a sync flush of a new compressor), so that such pieces can follow one another.
 fn deflate_piece(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    // The fast level: compressing a large catalog at the default level costs more CPU than the
+    // rescan that made it (3 MiB at 10,000 skills), for a few percent smaller answers.
     let mut deflate = flate2::Compress::new(flate2::Compression::fast(), false);
     out.reserve(text.len() / 2 + 64);
     loop {
