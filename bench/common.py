@@ -71,6 +71,25 @@ def load_average() -> str:
         return "unknown"
 
 
+def cpu_times() -> tuple[int, int] | None:
+    """All CPU time so far and the part of it the hypervisor gave to other machines ("steal"),
+    in clock ticks, from /proc/stat; `None` where it cannot be read."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        ticks = [int(field) for field in fields[1:9]]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(ticks), ticks[7] if len(ticks) > 7 else 0
+
+
+def steal_share(start: tuple[int, int] | None, end: tuple[int, int] | None) -> str:
+    """The share of CPU time stolen by the hypervisor between two `cpu_times()` readings: on a
+    virtual machine, a load average near zero does not mean the cores were the run's alone."""
+    if start is None or end is None or end[0] <= start[0]:
+        return "unknown"
+    return f"{100 * (end[1] - start[1]) / (end[0] - start[0]):.0f} %"
+
+
 def command_version(command: list[str]) -> str:
     """The first line a `--version`-style command prints (on stdout or stderr), or "unknown"."""
     try:

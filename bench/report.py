@@ -475,7 +475,8 @@ def describe(info: dict) -> list[str]:
         f"{info['elapsed_s'] / 60:.1f} min; commit {machine['commit']}.",
         f"Machine: {machine['cpu']}; {machine['usable_cores']} usable cores (of {machine['cores']}); "
         f"{machine['kernel']}; {machine['memory']} memory; load average {info['load_at_start']} at the start, "
-        f"{info['load_at_end']} at the end.",
+        f"{info['load_at_end']} at the end; CPU time taken by the hypervisor (steal) during the run: "
+        f"{info.get('steal', 'unknown')}.",
         "Versions: " + ", ".join(part for part in (
             machine["skillcat"], machine["rustc"],
             machine["nginx"],
