@@ -110,12 +110,10 @@ fn cut_strings(value: &mut serde_json::Value) {
 }
 
 /// Libraries that log routine events at `info`, kept at a quieter level unless `RUST_LOG` names
-/// them: notify logs "unable to remove watch descriptor" whenever a watched folder is deleted,
-/// which is expected (the kernel dropped the watch first) and tells an operator nothing; rmcp
-/// logs every MCP session's start and its client's whole `initialize` request, and every error a
+/// them: rmcp logs every MCP session's start and its client's whole `initialize` request, and every error a
 /// request is answered with (an unknown method, a resource not found) as a warning, which a
 /// client can have written as often as it likes.
-const QUIETER: &[(&str, &str)] = &[("notify", "warn"), ("rmcp", "warn"), ("rmcp::service", "error")];
+const QUIETER: &[(&str, &str)] = &[("rmcp", "warn"), ("rmcp::service", "error")];
 
 /// The filter for a `RUST_LOG` value: its directives (`info` when unset or invalid), plus
 /// [`QUIETER`] for the targets it does not name.
@@ -761,17 +759,17 @@ mod tests {
     }
 
     #[test]
-    fn notify_is_quieter_unless_rust_log_names_it() {
+    fn rmcp_is_quieter_unless_rust_log_names_it() {
         for rust_log in [None, Some("info"), Some("debug,skillcat=trace"), Some("not a directive=")] {
             let filter = log_filter(rust_log).to_string();
-            assert!(filter.contains("notify=warn"), "{rust_log:?}: {filter}");
+            assert!(filter.contains("rmcp=warn"), "{rust_log:?}: {filter}");
         }
-        for rust_log in ["info,notify=info", "notify::inotify=debug", "warn, notify"] {
+        for rust_log in ["info,rmcp=info", "rmcp::handler=debug", "warn, rmcp"] {
             let filter = log_filter(Some(rust_log)).to_string();
-            assert!(!filter.contains("notify=warn"), "{rust_log}: {filter}");
+            assert!(!filter.contains("rmcp=warn"), "{rust_log}: {filter}");
         }
         // A target that merely starts with the name is another target.
-        assert!(log_filter(Some("notifyish=debug")).to_string().contains("notify=warn"));
+        assert!(log_filter(Some("rmcpish=debug")).to_string().contains("rmcp=warn"));
         // A directive about a module's parent names the module too.
         assert!(log_filter(None).to_string().contains("rmcp::service=error"));
         assert!(!log_filter(Some("rmcp=debug")).to_string().contains("rmcp::service=error"));

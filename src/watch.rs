@@ -1,37 +1,104 @@
-//! Watching folders for changes: one implementation over notify (inotify on Linux), used by the
-//! live catalog (its sources' roots, recursively, and the folders holding symlinked roots) and by
-//! the token file's reloader (the folders on the way to the file).
+//! Watching folders for changes with inotify: used by the live catalog (its sources' roots,
+//! recursively, and the folders holding symlinked roots) and by the token file's reloader (the
+//! folders on the way to the file).
 //!
 //! A [`Watcher`] is told, again and again, exactly which folders to watch ([`Watcher::watch`]);
 //! it moves its watches to match. A folder replaced under the same path (moved away, another
-//! moved in) is watched again, since inotify watches inodes. A recursive watch that meets the
-//! kernel's limit on watches stays in place as far as it reached, is reported as a [`WatchGap`]
-//! and is placed again later (the limit may have been raised). What the kernel reports arrives as
-//! a [`Change`] at the callback the watcher was made with, on notify's thread.
+//! moved in) is watched again, since inotify watches inodes.
+//!
+//! A recursive watch walks its tree through file descriptors: each folder is opened beneath the
+//! one holding it (never through a symlink), watched through that descriptor, and only then
+//! listed. So no folder is listed before it is watched, and no path is looked up twice. A folder
+//! made later beneath a recursive watch is watched the same way, its own folders too, before its
+//! creation is reported: a scan that the report asks for reads it after its watches are in place.
+//! A recursive watch that meets the kernel's limit on watches stays in place as far as it
+//! reached, is reported as a [`WatchGap`] and is placed again later (the limit may have been
+//! raised).
+//!
+//! What the kernel reports arrives as a [`Change`] at the callback the watcher was made with, on
+//! the watcher's thread, the events of one read at a time.
 
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fmt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-pub use notify::EventKindMask;
-pub use notify::RecursiveMode;
-use notify::{RecommendedWatcher, Watcher as _};
+use rustix::event::{EventfdFlags, PollFd, PollFlags};
+use rustix::fs::inotify::{self, ReadFlags, WatchFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
+use rustix::io::Errno;
 
 /// How often watches that hit the kernel's limit are tried again (the limit may have been raised).
 pub const WATCH_RETRY: Duration = Duration::from_secs(300);
 
+/// How deep a recursive watch goes: deeper folders are not watched, and the watch is reported
+/// as failed there (each open level holds a file descriptor while its folders are watched).
+const MAX_DEPTH: usize = 256;
+
+/// Large enough for any single directory entry or inotify event (a name is at most 255 bytes).
+const BUFFER: usize = 64 * 1024;
+
+/// Whether a watch covers the folders beneath the one named too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecursiveMode {
+    Recursive,
+    NonRecursive,
+}
+
+/// Which changes a watcher reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Events {
+    /// Creations, removals, renames, writes and changes of attributes. A read is no change.
+    Changes,
+    /// Those, and a file closed after writing (a write's end, where `Changes` sees its start).
+    ChangesAndCloses,
+}
+
 /// What the kernel reported.
 #[derive(Debug)]
 pub enum Change {
-    /// Something changed at these paths (a creation, removal, modification or rename; with
-    /// [`EventKindMask::ACCESS_CLOSE`] in the mask, a file written and closed too).
+    /// Something changed at these paths: a creation, removal, modification or rename (with
+    /// [`Events::ChangesAndCloses`], a file written and closed too).
     Paths(Vec<PathBuf>),
     /// The kernel's event queue overflowed: changes were lost, and folders made meanwhile may have
     /// no watch yet (the next [`Watcher::watch`] should be asked to place every watch again).
     Overflow,
     /// Folders made while running that could not be watched: the limit on watches was reached.
     Unwatched(Vec<PathBuf>),
-    /// Another watcher error: events may have been lost for good.
-    Failed(notify::Error),
+    /// Another failure: changes beneath `path` may go unseen for good.
+    Failed(WatchError),
+}
+
+/// A folder that could not be watched, or a failure to read the kernel's events.
+#[derive(Debug)]
+pub struct WatchError {
+    pub path: Option<PathBuf>,
+    pub error: std::io::Error,
+}
+
+impl WatchError {
+    fn at(path: &Path, errno: Errno) -> WatchError {
+        WatchError { path: Some(path.to_path_buf()), error: errno.into() }
+    }
+}
+
+impl fmt::Display for WatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.path {
+            Some(path) => write!(f, "{}: {}", path.display(), self.error),
+            None => self.error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for WatchError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
 }
 
 /// A folder to watch, and who asked (the index of a source, say), for [`WatchGap::owners`].
@@ -107,7 +174,9 @@ struct PartialWatch {
 
 /// The watches of one user of the watcher.
 pub struct Watcher {
-    watcher: RecommendedWatcher,
+    shared: Arc<Shared>,
+    /// Written to stop the watcher's thread.
+    stop: OwnedFd,
     /// What is watched now (a recursive watch that met the limit on watches included).
     watched: Vec<Watched>,
     partial: Vec<PartialWatch>,
@@ -116,26 +185,26 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// A watcher reporting the events of `kinds` to `on_change`. Symlinks are never followed.
-    pub fn new(kinds: EventKindMask, on_change: impl Fn(Change) + Send + 'static) -> notify::Result<Watcher> {
-        let handler = move |event: notify::Result<notify::Event>| match event {
-            Ok(event) if event.need_rescan() => on_change(Change::Overflow),
-            // A close after reading is no change (the mask keeps only a close after writing).
-            Ok(event)
-                if event.kind.is_access()
-                    && event.kind
-                        != notify::EventKind::Access(notify::event::AccessKind::Close(
-                            notify::event::AccessMode::Write,
-                        )) => {}
-            Ok(event) => on_change(Change::Paths(event.paths)),
-            Err(error) if matches!(error.kind, notify::ErrorKind::MaxFilesWatch) => {
-                on_change(Change::Unwatched(error.paths));
-            }
-            Err(error) => on_change(Change::Failed(error)),
-        };
-        let config = notify::Config::default().with_follow_symlinks(false).with_event_kinds(kinds);
-        let watcher = RecommendedWatcher::new(handler, config)?;
-        Ok(Watcher { watcher, watched: Vec::new(), partial: Vec::new(), unwatchable: Vec::new() })
+    /// A watcher reporting `events` to `on_change`. Symlinks are never followed.
+    pub fn new(events: Events, on_change: impl Fn(Change) + Send + Sync + 'static) -> std::io::Result<Watcher> {
+        let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)?;
+        let stop = rustix::event::eventfd(0, EventfdFlags::CLOEXEC)?;
+        // A folder's own move or removal too: for a folder asked for, its holder is not watched.
+        let mut mask = WatchFlags::CREATE
+            | WatchFlags::DELETE
+            | WatchFlags::MODIFY
+            | WatchFlags::ATTRIB
+            | WatchFlags::MOVED_FROM
+            | WatchFlags::MOVED_TO
+            | WatchFlags::DELETE_SELF
+            | WatchFlags::MOVE_SELF;
+        if events == Events::ChangesAndCloses {
+            mask |= WatchFlags::CLOSE_WRITE;
+        }
+        let shared = Arc::new(Shared { inotify, mask, folders: Mutex::default(), on_change: Box::new(on_change) });
+        let (reader, stopped) = (Arc::clone(&shared), stop.try_clone()?);
+        std::thread::Builder::new().name("skillcat-watch".to_owned()).spawn(move || reader.read(&stopped))?;
+        Ok(Watcher { shared, stop, watched: Vec::new(), partial: Vec::new(), unwatchable: Vec::new() })
     }
 
     /// Watches exactly `wanted` from now on: stale watches are removed, new ones placed, and those
@@ -153,10 +222,12 @@ impl Watcher {
         }
         let stale: Vec<Watched> = self.watched.iter().filter(|watch| !distinct.contains(watch)).cloned().collect();
         for watch in stale {
-            // May fail harmlessly: the kernel drops the watches of a deleted folder by itself.
-            let _ = self.watcher.unwatch(&watch.path);
             self.watched.retain(|watched| *watched != watch);
             self.partial.retain(|partial| partial.watch != watch);
+            // Another request may name the same folder (another source's root, say).
+            if !self.watched.iter().any(|watched| watched.path == watch.path) {
+                self.shared.folders().unwatch(self.shared.inotify.as_fd(), &watch.path);
+            }
         }
         // Folders made while running that met the limit: their tree's watch is partial now.
         for path in unwatched {
@@ -181,8 +252,8 @@ impl Watcher {
                 self.partial.remove(due);
             } else if self.watched.contains(&watch) {
                 if rewatch && watch.mode == RecursiveMode::Recursive {
-                    // After an overflow: notify adds the folders it missed (the others are
-                    // already watched and stay so).
+                    // After an overflow: the walk watches the folders whose creation was lost (the
+                    // others are watched already and stay so).
                     self.place(&watch, &mut outcome);
                 }
                 continue;
@@ -207,7 +278,13 @@ impl Watcher {
     /// watched now. A recursive watch that met the kernel's limit stays in place as far as it
     /// reached and is tried again later.
     fn place(&mut self, watch: &Watched, outcome: &mut Outcome) -> bool {
-        match self.watcher.watch(Path::new(&watch.path), watch.mode) {
+        let mut failures = Vec::new();
+        let placed = self.shared.watch_root(&watch.path, watch.mode, &mut failures);
+        // Folders beneath that could not be watched (no permission to list them, say).
+        for failure in failures {
+            (self.shared.on_change)(Change::Failed(failure));
+        }
+        match placed {
             Ok(()) => {
                 if !self.watched.contains(watch) {
                     self.watched.push(watch.clone());
@@ -215,7 +292,7 @@ impl Watcher {
                 self.unwatchable.retain(|path| *path != watch.path);
                 true
             }
-            Err(error) if matches!(error.kind, notify::ErrorKind::MaxFilesWatch) => {
+            Err(Errno::NOSPC) => {
                 outcome.limit_reached += 1;
                 if !self.watched.contains(watch) {
                     self.watched.push(watch.clone());
@@ -224,9 +301,10 @@ impl Watcher {
                 self.partial.push(PartialWatch { watch: watch.clone(), retry_at: Instant::now() + WATCH_RETRY, gap });
                 false
             }
-            Err(error) => {
+            Err(errno) => {
                 outcome.failed += 1;
                 if !self.unwatchable.contains(&watch.path) {
+                    let error = std::io::Error::from(errno);
                     tracing::warn!(path = %watch.path.display(), %error, "cannot watch a folder; relying on periodic re-reads");
                     self.unwatchable.push(watch.path.clone());
                 }
@@ -234,6 +312,406 @@ impl Watcher {
             }
         }
     }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        // The thread stops at once, closing the inotify descriptor, which removes every watch.
+        let _ = rustix::io::write(&self.stop, &1u64.to_ne_bytes());
+    }
+}
+
+/// What the watcher's thread and its user share.
+struct Shared {
+    inotify: OwnedFd,
+    /// The events asked of every folder.
+    mask: WatchFlags,
+    folders: Mutex<Folders>,
+    on_change: Box<dyn Fn(Change) + Send + Sync>,
+}
+
+impl Shared {
+    fn folders(&self) -> MutexGuard<'_, Folders> {
+        self.folders.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Watches the folder at `path` (and, recursively, those beneath) as one asked for.
+    fn watch_root(&self, path: &Path, mode: RecursiveMode, failures: &mut Vec<WatchError>) -> Result<(), Errno> {
+        let fd = open_folder(rustix::fs::CWD, path)?;
+        let recursive = mode == RecursiveMode::Recursive;
+        let mut folders = self.folders();
+        let wd = add_watch(self.inotify.as_fd(), &fd, self.mask)?;
+        folders.root(wd, path, recursive);
+        if recursive { folders.walk(self.inotify.as_fd(), self.mask, fd, wd, path, failures) } else { Ok(()) }
+    }
+
+    /// Reads the kernel's events until `stop` is written to.
+    fn read(&self, stop: &OwnedFd) {
+        let mut buffer: Vec<u8> = Vec::with_capacity(BUFFER);
+        loop {
+            let mut fds = [PollFd::new(&self.inotify, PollFlags::IN), PollFd::new(stop, PollFlags::IN)];
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(Errno::INTR) => continue,
+                Err(errno) => {
+                    (self.on_change)(Change::Failed(WatchError { path: None, error: errno.into() }));
+                    return;
+                }
+            }
+            if !fds[1].revents().is_empty() {
+                return;
+            }
+            if !self.drain(&mut buffer) {
+                return;
+            }
+        }
+    }
+
+    /// Takes the events queued now; `false` when no more can be read.
+    fn drain(&self, buffer: &mut Vec<u8>) -> bool {
+        let mut paths: Vec<PathBuf> = Vec::new();
+        let (mut unwatched, mut failures) = (Vec::new(), Vec::new());
+        let (mut overflow, mut readable) = (false, true);
+        {
+            let mut folders = self.folders();
+            let mut reader = inotify::Reader::new(&self.inotify, buffer.spare_capacity_mut());
+            loop {
+                let (wd, flags, name) = match reader.next() {
+                    Ok(event) => {
+                        let name =
+                            event.file_name().map(|name| name.to_bytes().to_vec()).filter(|name| !name.is_empty());
+                        (event.wd(), event.events(), name)
+                    }
+                    Err(Errno::AGAIN) => break,
+                    Err(Errno::INTR) => continue,
+                    Err(errno) => {
+                        failures.push(WatchError { path: None, error: errno.into() });
+                        readable = false;
+                        break;
+                    }
+                };
+                if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                    overflow = true;
+                    continue;
+                }
+                if flags.contains(ReadFlags::IGNORED) {
+                    // The kernel dropped the watch: the folder is gone, or was unwatched.
+                    folders.forget(wd);
+                    continue;
+                }
+                let Some(folder) = folders.path(wd) else { continue };
+                let path = match &name {
+                    Some(name) => folder.join(OsStr::from_bytes(name)),
+                    None => folder,
+                };
+                if let Some(name) = name.filter(|_| flags.contains(ReadFlags::ISDIR)) {
+                    let name = OsStr::from_bytes(&name);
+                    if flags.contains(ReadFlags::MOVED_FROM) {
+                        // Moved elsewhere, maybe out of the tree: watched again where it lands.
+                        folders.detach(self.inotify.as_fd(), wd, name);
+                    }
+                    if flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) && folders.is_recursive(wd) {
+                        match folders.adopt(self.inotify.as_fd(), self.mask, wd, name, &path, &mut failures) {
+                            Ok(()) => {}
+                            // Removed again already, or replaced by a file: the report below says so.
+                            Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {}
+                            Err(Errno::NOSPC) => unwatched.push(path.clone()),
+                            Err(errno) => failures.push(WatchError::at(&path, errno)),
+                        }
+                    }
+                }
+                if paths.last() != Some(&path) {
+                    paths.push(path);
+                }
+            }
+        }
+        if !paths.is_empty() {
+            tracing::trace!(changes = paths.len(), first = %paths[0].display(), "file changes seen");
+            (self.on_change)(Change::Paths(paths));
+        }
+        if !unwatched.is_empty() {
+            (self.on_change)(Change::Unwatched(unwatched));
+        }
+        if overflow {
+            (self.on_change)(Change::Overflow);
+        }
+        for failure in failures {
+            (self.on_change)(Change::Failed(failure));
+        }
+        readable
+    }
+}
+
+/// The watched folders, by watch descriptor.
+#[derive(Default)]
+struct Folders {
+    nodes: HashMap<i32, Node>,
+}
+
+/// One watched folder.
+struct Node {
+    /// The watched folder holding it, for one watched as part of a tree; `None` for one watched
+    /// on its own (a root).
+    parent: Option<i32>,
+    /// Its name in `parent`; a root's whole path.
+    name: Box<OsStr>,
+    /// Whether folders made in it are watched too.
+    recursive: bool,
+    /// Whether it was asked for (it may be in another's tree as well: a source's root beneath
+    /// another's).
+    root: bool,
+}
+
+impl Folders {
+    /// The path of a watched folder (`None` for one no longer known).
+    fn path(&self, wd: i32) -> Option<PathBuf> {
+        let mut names: Vec<&OsStr> = Vec::new();
+        let mut current = wd;
+        loop {
+            let node = self.nodes.get(&current)?;
+            names.push(&node.name);
+            match node.parent {
+                // A chain longer than any tree could be deep is a cycle, which cannot be.
+                Some(parent) if names.len() <= MAX_DEPTH + 1 => current = parent,
+                Some(_) => return None,
+                None => break,
+            }
+        }
+        let mut path = PathBuf::with_capacity(names.iter().map(|name| name.len() + 1).sum());
+        for name in names.iter().rev() {
+            path.push(name);
+        }
+        Some(path)
+    }
+
+    fn is_recursive(&self, wd: i32) -> bool {
+        self.nodes.get(&wd).is_some_and(|node| node.recursive)
+    }
+
+    /// Records a folder asked for.
+    fn root(&mut self, wd: i32, path: &Path, recursive: bool) {
+        let node = self.nodes.entry(wd).or_insert_with(|| Node {
+            parent: None,
+            name: path.as_os_str().into(),
+            recursive,
+            root: true,
+        });
+        node.root = true;
+        node.recursive |= recursive;
+    }
+
+    /// Records a folder watched as the entry `name` of `parent`.
+    fn child(&mut self, wd: i32, parent: i32, name: &OsStr) {
+        if wd == parent {
+            return;
+        }
+        let node = self.nodes.entry(wd).or_insert_with(|| Node {
+            parent: Some(parent),
+            name: name.into(),
+            recursive: true,
+            root: false,
+        });
+        node.parent = Some(parent);
+        node.name = name.into();
+        node.recursive = true;
+    }
+
+    /// Watches the folder `name` made in the watched folder `parent` (at `path`), and every
+    /// folder beneath it.
+    fn adopt(
+        &mut self,
+        inotify: BorrowedFd<'_>,
+        mask: WatchFlags,
+        parent: i32,
+        name: &OsStr,
+        path: &Path,
+        failures: &mut Vec<WatchError>,
+    ) -> Result<(), Errno> {
+        let fd = open_folder(rustix::fs::CWD, path)?;
+        let wd = add_watch(inotify, &fd, mask)?;
+        self.child(wd, parent, name);
+        self.walk(inotify, mask, fd, wd, path, failures)
+    }
+
+    /// Watches every folder beneath the watched folder open at `fd` (at `path`), depth first,
+    /// each before it is listed. Stops at the limit on watches (`Err(NOSPC)`); folders that
+    /// cannot be opened, listed or watched for another reason are left out, in `failures`.
+    fn walk(
+        &mut self,
+        inotify: BorrowedFd<'_>,
+        mask: WatchFlags,
+        fd: OwnedFd,
+        wd: i32,
+        path: &Path,
+        failures: &mut Vec<WatchError>,
+    ) -> Result<(), Errno> {
+        struct Level {
+            fd: OwnedFd,
+            wd: i32,
+            /// The folders in it still to watch.
+            folders: Vec<Box<OsStr>>,
+        }
+        let mut buffer: Vec<u8> = Vec::with_capacity(BUFFER);
+        let first = subfolders(&fd, &mut buffer).map_err(|errno| failures.push(WatchError::at(path, errno)));
+        let mut levels = vec![Level { fd, wd, folders: first.unwrap_or_default() }];
+        while let Some(level) = levels.last_mut() {
+            let Some(name) = level.folders.pop() else {
+                levels.pop();
+                continue;
+            };
+            let parent = level.wd;
+            let folder = match open_folder(level.fd.as_fd(), &*name) {
+                Ok(folder) => folder,
+                // Removed or replaced since it was listed: its holder's watch reports that.
+                Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => continue,
+                Err(errno) => {
+                    failures.push(WatchError::at(&self.beneath(parent, &name), errno));
+                    continue;
+                }
+            };
+            let wd = match add_watch(inotify, &folder, mask) {
+                Ok(wd) => wd,
+                Err(Errno::NOSPC) => return Err(Errno::NOSPC),
+                Err(errno) => {
+                    failures.push(WatchError::at(&self.beneath(parent, &name), errno));
+                    continue;
+                }
+            };
+            self.child(wd, parent, &name);
+            if levels.len() > MAX_DEPTH {
+                failures.push(WatchError::at(&self.beneath(parent, &name), Errno::LOOP));
+                continue;
+            }
+            match subfolders(&folder, &mut buffer) {
+                Ok(folders) => levels.push(Level { fd: folder, wd, folders }),
+                Err(errno) => failures.push(WatchError::at(&self.beneath(parent, &name), errno)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The path of the entry `name` of a watched folder, for a message.
+    fn beneath(&self, parent: i32, name: &OsStr) -> PathBuf {
+        self.path(parent).unwrap_or_default().join(name)
+    }
+
+    /// Stops watching the folder asked for at `path`, and the folders of its tree (those not
+    /// asked for themselves).
+    fn unwatch(&mut self, inotify: BorrowedFd<'_>, path: &Path) {
+        let Some(wd) = (self.nodes.iter())
+            .find(|(wd, node)| node.root && self.path(**wd).as_deref() == Some(path))
+            .map(|(wd, _)| *wd)
+        else {
+            return;
+        };
+        let node = self.nodes.get_mut(&wd).expect("found");
+        node.root = false;
+        if node.parent.is_none() {
+            self.remove_tree(inotify, wd);
+        }
+    }
+
+    /// Stops watching the folder `name` of the watched folder `parent` and its tree: it moved.
+    fn detach(&mut self, inotify: BorrowedFd<'_>, parent: i32, name: &OsStr) {
+        let found = self.nodes.iter().find(|(_, node)| node.parent == Some(parent) && *node.name == *name);
+        let Some(wd) = found.map(|(wd, _)| *wd) else { return };
+        if self.nodes[&wd].root {
+            // Asked for itself: it stays, and is watched again where it resolves at the next
+            // request.
+            let path = self.path(wd).unwrap_or_default();
+            let node = self.nodes.get_mut(&wd).expect("found");
+            (node.parent, node.name) = (None, path.into_os_string().into_boxed_os_str());
+            return;
+        }
+        self.remove_tree(inotify, wd);
+    }
+
+    /// Removes the watches of `top` and of the folders beneath it, except those asked for
+    /// themselves, which stay, each on its own.
+    fn remove_tree(&mut self, inotify: BorrowedFd<'_>, top: i32) {
+        // Whether each folder lies beneath `top` (and not beneath a folder asked for in between).
+        let mut beneath: HashMap<i32, bool> = HashMap::from([(top, true)]);
+        let wds: Vec<i32> = self.nodes.keys().copied().collect();
+        for wd in wds {
+            let mut chain = Vec::new();
+            let mut current = Some(wd);
+            let verdict = loop {
+                let Some(at) = current else { break false };
+                if let Some(&known) = beneath.get(&at) {
+                    break known;
+                }
+                let Some(node) = self.nodes.get(&at) else { break false };
+                if node.root {
+                    break false;
+                }
+                chain.push(at);
+                current = node.parent;
+            };
+            for at in chain {
+                beneath.insert(at, verdict);
+            }
+        }
+        // The folders asked for beneath keep their watches, on their own now.
+        let kept: Vec<(i32, PathBuf)> = (self.nodes.iter())
+            .filter(|(wd, node)| {
+                node.root && **wd != top && node.parent.is_some_and(|parent| beneath.get(&parent) == Some(&true))
+            })
+            .filter_map(|(wd, _)| Some((*wd, self.path(*wd)?)))
+            .collect();
+        for (wd, path) in kept {
+            let node = self.nodes.get_mut(&wd).expect("kept");
+            (node.parent, node.name) = (None, path.into_os_string().into_boxed_os_str());
+        }
+        for (wd, _) in beneath.into_iter().filter(|(_, beneath)| *beneath) {
+            if self.nodes.remove(&wd).is_some() {
+                // Fails harmlessly when the kernel dropped the watch already (a removed folder).
+                let _ = inotify::remove_watch(inotify, wd);
+            }
+        }
+    }
+
+    /// Forgets a watch the kernel dropped.
+    fn forget(&mut self, wd: i32) {
+        self.nodes.remove(&wd);
+    }
+}
+
+/// Opens the folder `name` beneath `at` to list and watch it, never through a symlink.
+fn open_folder<P: rustix::path::Arg>(at: impl AsFd, name: P) -> Result<OwnedFd, Errno> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    rustix::fs::openat(at, name, flags, Mode::empty())
+}
+
+/// Watches the folder open at `fd`: exactly the folder that is listed next, whatever happens to
+/// its path meanwhile.
+fn add_watch(inotify: BorrowedFd<'_>, fd: &OwnedFd, mask: WatchFlags) -> Result<i32, Errno> {
+    use std::os::fd::AsRawFd as _;
+    let through = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    inotify::add_watch(inotify, through.as_str(), mask | WatchFlags::ONLYDIR)
+}
+
+/// The folders in the folder open at `fd` (symlinks are no folders here).
+fn subfolders(fd: &OwnedFd, buffer: &mut Vec<u8>) -> Result<Vec<Box<OsStr>>, Errno> {
+    let mut folders = Vec::new();
+    let mut entries = RawDir::new(fd, buffer.spare_capacity_mut());
+    while let Some(entry) = entries.next() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let folder = match entry.file_type() {
+            FileType::Directory => true,
+            // A file system that does not say: asked of the entry itself.
+            FileType::Unknown => rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Directory),
+            _ => false,
+        };
+        if folder {
+            folders.push(OsStr::from_bytes(name).into());
+        }
+    }
+    Ok(folders)
 }
 
 /// The gap a recursive watch that met the limit leaves: the limit, and the folders it wants.
@@ -277,7 +755,7 @@ mod tests {
 
     fn watcher() -> (Watcher, mpsc::Receiver<Change>) {
         let (sender, receiver) = mpsc::channel();
-        let watcher = Watcher::new(EventKindMask::CORE | EventKindMask::ACCESS_CLOSE, move |change| {
+        let watcher = Watcher::new(Events::ChangesAndCloses, move |change| {
             let _ = sender.send(change);
         })
         .expect("a watcher");
@@ -354,5 +832,71 @@ mod tests {
         let mut merged = gap.clone();
         merged.merge(&WatchGap { owners: vec![2, 0], limit: None, folders: 5 });
         assert_eq!((merged.owners, merged.limit, merged.folders), (vec![0, 2], Some(8192), 10_005));
+    }
+    #[test]
+    fn folders_made_later_are_watched_to_the_bottom_before_they_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (mut watcher, changes) = watcher();
+        assert!(watcher.watch(vec![Watched::new(base.clone(), RecursiveMode::Recursive, 0)], &[], false).complete);
+        std::fs::create_dir_all(base.join("a/b/c")).unwrap();
+        assert!(paths_changed(&changes).contains(&base.join("a")));
+        // Made at once with its parents, before any of them was watched: watched now all the same.
+        std::fs::write(base.join("a/b/c/x"), "x").unwrap();
+        assert!(paths_changed(&changes).contains(&base.join("a/b/c/x")));
+    }
+
+    #[test]
+    fn a_folder_moved_out_is_no_longer_reported_and_one_moved_in_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (tree, outside) = (base.join("tree"), base.join("outside"));
+        std::fs::create_dir_all(tree.join("leaving/deep")).unwrap();
+        std::fs::create_dir_all(outside.join("arriving/deep")).unwrap();
+        let (mut watcher, changes) = watcher();
+        watcher.watch(vec![Watched::new(tree.clone(), RecursiveMode::Recursive, 0)], &[], false);
+        std::fs::rename(tree.join("leaving"), outside.join("left")).unwrap();
+        std::fs::rename(outside.join("arriving"), tree.join("arrived")).unwrap();
+        let seen = paths_changed(&changes);
+        assert!(seen.contains(&tree.join("leaving")) && seen.contains(&tree.join("arrived")), "{seen:?}");
+        std::fs::write(outside.join("left/deep/x"), "x").unwrap();
+        std::fs::write(tree.join("arrived/deep/y"), "y").unwrap();
+        let seen = paths_changed(&changes);
+        assert_eq!(seen, [tree.join("arrived/deep/y")]);
+    }
+
+    #[test]
+    fn a_tree_asked_for_inside_another_keeps_its_watches_when_the_other_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let inner = base.join("inner");
+        std::fs::create_dir_all(inner.join("deep")).unwrap();
+        let (mut watcher, changes) = watcher();
+        let outer_watch = Watched::new(base.clone(), RecursiveMode::Recursive, 0);
+        let inner_watch = Watched::new(inner.clone(), RecursiveMode::Recursive, 1);
+        watcher.watch(vec![inner_watch.clone(), outer_watch], &[], false);
+        std::fs::write(inner.join("deep/x"), "x").unwrap();
+        assert_eq!(paths_changed(&changes), [inner.join("deep/x")]);
+        watcher.watch(vec![inner_watch], &[], false);
+        std::fs::write(base.join("y"), "y").unwrap();
+        std::fs::write(inner.join("deep/z"), "z").unwrap();
+        assert_eq!(paths_changed(&changes), [inner.join("deep/z")]);
+    }
+
+    #[test]
+    fn a_symlink_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (tree, elsewhere) = (base.join("tree"), base.join("elsewhere"));
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, tree.join("link")).unwrap();
+        let (mut watcher, changes) = watcher();
+        watcher.watch(vec![Watched::new(tree.clone(), RecursiveMode::Recursive, 0)], &[], false);
+        std::fs::write(elsewhere.join("x"), "x").unwrap();
+        assert!(paths_changed(&changes).is_empty());
+        // A symlink asked for is not watched through.
+        let outcome = watcher.watch(vec![Watched::new(tree.join("link"), RecursiveMode::Recursive, 0)], &[], false);
+        assert!(!outcome.complete && outcome.failed == 1);
     }
 }

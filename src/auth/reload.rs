@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::throttle::Throttle;
 use super::{TokenFileError, Tokens, read_text};
-use crate::watch::{EventKindMask, RecursiveMode, Watched, Watcher};
+use crate::watch::{Events, RecursiveMode, Watched, Watcher};
 
 /// How long the file must be left alone after a change before it is read: the rest of an
 /// editor's save, or the write that follows a `> tokens` redirection's truncation.
@@ -347,7 +347,7 @@ impl FolderWatch {
     fn new(changed: Arc<Notify>) -> FolderWatch {
         // A writer closing the file says its write is complete; reads (the reloads' own among
         // them) change nothing.
-        let watcher = Watcher::new(EventKindMask::CORE | EventKindMask::ACCESS_CLOSE, move |_| changed.notify_one())
+        let watcher = Watcher::new(Events::ChangesAndCloses, move |_| changed.notify_one())
             .inspect_err(|error| {
                 tracing::warn!(%error, "cannot watch the token file's folder; re-reading it periodically");
             })

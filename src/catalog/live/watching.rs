@@ -11,7 +11,7 @@ use skillcat_core::SourcedDiagnostic;
 
 use super::{LiveCatalog, lock};
 use crate::observability::Metrics;
-use crate::watch::{Change, EventKindMask, Outcome, RecursiveMode, WatchGap, Watched, Watcher, read_limit};
+use crate::watch::{Change, Events, Outcome, RecursiveMode, WatchGap, Watched, Watcher, read_limit};
 
 /// The rescan period while some folder is not watched (the kernel's limit on inotify watches was
 /// reached), when `--rescan-interval` is longer or off: changes must not stay invisible.
@@ -141,14 +141,12 @@ impl Roots {
                     parents.push(Watched::new(holder.to_path_buf(), RecursiveMode::NonRecursive, *source));
                 }
             }
-            // Through the link: notify does not treat a symlink as a folder, so watching a
-            // symlinked root through it would watch only its subfolders, never the root itself.
+            // Where the link leads: a watch never follows a symlink.
             if let Some(resolved) = resolved {
                 recursive.push(Watched::new(resolved, RecursiveMode::Recursive, *source));
             }
         }
-        // A folder inside a recursively watched tree is already watched; watching it again
-        // non-recursively would make notify forget that its subfolders are to be watched.
+        // A folder inside a recursively watched tree is already watched, with its subfolders.
         parents.retain(|parent| !recursive.iter().any(|tree| parent.path.starts_with(&tree.path)));
         recursive.into_iter().chain(parents).collect()
     }
@@ -162,7 +160,7 @@ impl LiveCatalog {
         // Creations, removals and modifications only: the scans' own opens of every folder and
         // `SKILL.md` would otherwise each queue an event, overflow the kernel's queue on a large
         // tree, and make every full rescan cause the next.
-        match Watcher::new(EventKindMask::CORE, move |change| catalog.on_change(change)) {
+        match Watcher::new(Events::Changes, move |change| catalog.on_change(change)) {
             Ok(watcher) => {
                 let roots = (self.inner.sources.iter().enumerate())
                     .flat_map(|(source, of)| of.folders().iter().map(move |root| (source, root.clone())))
