@@ -38,8 +38,11 @@ impl ETag {
             hasher.update(part);
         }
         let digest = hasher.finalize();
-        let hex: String = digest[..16].iter().map(|byte| format!("{byte:02x}")).collect();
-        ETag(format!("\"{hex}\""))
+        let mut tag = String::with_capacity(34);
+        tag.push('"');
+        skillcat_core::push_hex(&mut tag, &digest[..16]);
+        tag.push('"');
+        ETag(tag)
     }
 
     /// The strong tag of an opaque value such as a digest (which holds no `"`).
@@ -145,59 +148,109 @@ fn gzip_in_pieces(
             known.insert((text.len(), &text[..text.len().min(PIECE_KEY)]), *piece);
         }
     }
+    // Each piece's span, with its deflate blocks and CRC when the earlier form has them.
+    type Span<'a> = ((usize, usize), Option<(&'a [u8], u32)>);
+    let mut spans: Vec<Span<'_>> = Vec::with_capacity(cuts.len() + 1);
+    let mut start = 0;
+    for end in cuts.iter().copied().chain(std::iter::once(bytes.len())) {
+        let text = &bytes[start..end];
+        if !text.is_empty() {
+            let same = known.get(&(text.len(), &text[..text.len().min(PIECE_KEY)])).and_then(|piece| {
+                let (raw, gzip) = earlier?;
+                (raw[piece.raw.0..piece.raw.1] == *text)
+                    .then(|| (&gzip.bytes[piece.packed.0..piece.packed.1], piece.crc))
+            });
+            spans.push(((start, end), same));
+        }
+        start = end;
+    }
+    let fresh: Vec<&[u8]> =
+        (spans.iter()).filter(|(_, same)| same.is_none()).map(|&((start, end), _)| &bytes[start..end]).collect();
+    let mut compressed = deflate_pieces(&fresh)?.into_iter();
     let size_hint = earlier.map_or(bytes.len() / 4, |(_, gzip)| gzip.bytes.len() + 4096);
     let mut out = Vec::with_capacity(size_hint);
     out.extend_from_slice(&GZIP_HEADER);
     let mut crc = crc32fast::Hasher::new();
-    let mut pieces = Vec::with_capacity(cuts.len() + 1);
-    let (mut start, mut compressed) = (0, 0);
-    for end in cuts.iter().copied().chain(std::iter::once(bytes.len())) {
-        let text = &bytes[start..end];
-        if text.is_empty() {
-            continue;
-        }
+    let mut pieces = Vec::with_capacity(spans.len());
+    for ((start, end), same) in spans {
         let packed_start = out.len();
-        let same = known.get(&(text.len(), &text[..text.len().min(PIECE_KEY)])).and_then(|piece| {
-            let (raw, gzip) = earlier?;
-            (raw[piece.raw.0..piece.raw.1] == *text).then(|| (&gzip.bytes[piece.packed.0..piece.packed.1], piece))
-        });
         let piece_crc = match same {
-            Some((packed, piece)) => {
+            Some((packed, crc)) => {
                 out.extend_from_slice(packed);
-                piece.crc
+                crc
             }
             None => {
-                deflate_piece(text, &mut out)?;
-                compressed += 1;
-                crc32fast::hash(text)
+                let (packed, crc) = compressed.next().expect("one per fresh piece");
+                out.extend_from_slice(&packed);
+                crc
             }
         };
-        crc.combine(&crc32fast::Hasher::new_with_initial_len(piece_crc, text.len() as u64));
+        crc.combine(&crc32fast::Hasher::new_with_initial_len(piece_crc, (end - start) as u64));
         pieces.push(Piece { raw: (start, end), packed: (packed_start, out.len()), crc: piece_crc });
-        start = end;
     }
     out.extend_from_slice(&FINAL_BLOCK);
     out.extend_from_slice(&crc.finalize().to_le_bytes());
     // The size modulo 2^32, as gzip's trailer holds it.
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-    (out.len() < bytes.len()).then(|| (Bytes::from(out), pieces.into_boxed_slice(), compressed))
+    (out.len() < bytes.len()).then(|| (Bytes::from(out), pieces.into_boxed_slice(), fresh.len()))
 }
 
-/// Appends `text` as raw deflate blocks that need nothing before them and end byte-aligned and
-/// not final (a sync flush of a new compressor), so that such pieces can follow one another.
-fn deflate_piece(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
-    // The fast level: compressing a large catalog at the default level costs more CPU than the
-    // rescan that made it (3 MiB at 10,000 skills), for a few percent smaller answers.
-    let mut deflate = flate2::Compress::new(flate2::Compression::fast(), false);
-    out.reserve(text.len() / 2 + 64);
-    loop {
-        let read = usize::try_from(deflate.total_in()).ok()?;
-        deflate.compress_vec(&text[read..], out, flate2::FlushCompress::Sync).ok()?;
-        // Done when all is read and the flush left room unused (it did not stop for lack of it).
-        if usize::try_from(deflate.total_in()).ok()? == text.len() && out.len() < out.capacity() {
-            return Some(());
+/// Below this many pieces to compress, one thread compresses them all.
+const PIECES_PER_THREAD: usize = 16;
+
+/// Each of `texts` as raw deflate blocks and its CRC-32, on as many threads as there are cores
+/// when they are many (the first catalog's listing, on the way to ready): the pieces are
+/// independent of one another.
+fn deflate_pieces(texts: &[&[u8]]) -> Option<Vec<(Vec<u8>, u32)>> {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = cores.min(texts.len() / PIECES_PER_THREAD).max(1);
+    let each = |texts: &[&[u8]]| -> Option<Vec<(Vec<u8>, u32)>> {
+        let mut deflate = Deflate::new();
+        texts.iter().map(|text| Some((deflate.piece(text)?, crc32fast::hash(text)))).collect()
+    };
+    if threads == 1 {
+        return each(texts);
+    }
+    let chunk = texts.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut chunks = texts.chunks(chunk);
+        let first = chunks.next().unwrap_or_default();
+        let others: Vec<_> = chunks.map(|texts| scope.spawn(move || each(texts))).collect();
+        let mut all = each(first)?;
+        for other in others {
+            all.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?);
         }
-        out.reserve(4096);
+        Some(all)
+    })
+}
+
+/// A compressor of pieces, kept from one piece to the next: making one zeroes several hundred
+/// KiB of tables, more work than compressing a piece of the listing.
+struct Deflate(flate2::Compress);
+
+impl Deflate {
+    fn new() -> Self {
+        // The fast level: compressing a large catalog at the default level costs more CPU than the
+        // rescan that made it (3 MiB at 10,000 skills), for a few percent smaller answers.
+        Deflate(flate2::Compress::new(flate2::Compression::fast(), false))
+    }
+
+    /// `text` as raw deflate blocks that need nothing before them and end byte-aligned and not
+    /// final, so that such pieces can follow one another in any order: a full flush ends each,
+    /// which also forgets what came before (no match reaches back into an earlier piece).
+    fn piece(&mut self, text: &[u8]) -> Option<Vec<u8>> {
+        let deflate = &mut self.0;
+        let before = deflate.total_in();
+        let mut out = Vec::with_capacity(text.len() / 2 + 64);
+        loop {
+            let read = usize::try_from(deflate.total_in() - before).ok()?;
+            deflate.compress_vec(&text[read..], &mut out, flate2::FlushCompress::Full).ok()?;
+            // Done when all is read and the flush left room unused (it did not stop for lack of it).
+            if usize::try_from(deflate.total_in() - before).ok()? == text.len() && out.len() < out.capacity() {
+                return Some(out);
+            }
+            out.reserve(4096);
+        }
     }
 }
 
@@ -269,5 +322,35 @@ mod tests {
         // No cuts at all: one piece, still one stream.
         let (single, _, _) = gzip_in_pieces(&bytes, &[], None).expect("compressed");
         assert_eq!(gunzip(&single), bytes);
+    }
+
+    #[test]
+    fn a_piece_compresses_to_the_same_bytes_whatever_came_before_it_and_on_any_thread() {
+        // Repetitive across pieces (a match would reach back into the piece before) and longer
+        // than the compressor's 32 KiB window, in more pieces than one thread takes.
+        let texts: Vec<Vec<u8>> = (0..100)
+            .map(|n| (0..(n % 7 + 1) * 900).map(|k| format!("{{\"skill-{}\":{k}}},", k % 50)).collect::<String>())
+            .map(String::into_bytes)
+            .collect();
+        let texts: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
+        let alone: Vec<Vec<u8>> = texts.iter().map(|text| Deflate::new().piece(text).expect("compressed")).collect();
+        let together = deflate_pieces(&texts).expect("compressed");
+        assert_eq!(together.len(), texts.len());
+        for ((packed, crc), (alone, text)) in together.iter().zip(alone.iter().zip(&texts)) {
+            assert_eq!(packed, alone);
+            assert_eq!(*crc, crc32fast::hash(text));
+        }
+        // Any piece after any other decodes on its own.
+        let mut stream = GZIP_HEADER.to_vec();
+        let (mut plain, mut crc) = (Vec::new(), crc32fast::Hasher::new());
+        for index in [57, 3, 99, 3, 0] {
+            stream.extend_from_slice(&together[index].0);
+            plain.extend_from_slice(texts[index]);
+            crc.update(texts[index]);
+        }
+        stream.extend_from_slice(&FINAL_BLOCK);
+        stream.extend_from_slice(&crc.finalize().to_le_bytes());
+        stream.extend_from_slice(&(plain.len() as u32).to_le_bytes());
+        assert_eq!(gunzip(&stream), plain);
     }
 }

@@ -206,8 +206,18 @@ impl Digest {
 
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(Self::PREFIX)?;
-        self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+        f.write_str(&String::from(*self))
+    }
+}
+
+/// Appends `bytes` in lowercase hexadecimal, two digits each (what `{:02x}` writes, without
+/// formatting machinery per byte: the digests and tags of a large catalog are many).
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(bytes.len() * 2);
+    for &byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
     }
 }
 
@@ -235,7 +245,10 @@ impl TryFrom<String> for Digest {
 
 impl From<Digest> for String {
     fn from(digest: Digest) -> Self {
-        digest.to_string()
+        let mut text = String::with_capacity(Digest::PREFIX.len() + 2 * digest.0.len());
+        text.push_str(Digest::PREFIX);
+        push_hex(&mut text, &digest.0);
+        text
     }
 }
 

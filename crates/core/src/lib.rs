@@ -42,7 +42,7 @@ pub use directory::{AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, Direct
 pub use discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, skill_catalog};
 pub use files::{
     Digest, FileListing, FilesUnavailable, InvalidDigest, InvalidFilePath, MAX_FILE_PATH_BYTES, MAX_SKILL_BYTES,
-    MAX_SKILL_DEPTH, MAX_SKILL_ENTRIES, MAX_SKILL_FILES, SkillFile, SkillFilePath, SkipReason, SkippedEntry,
+    MAX_SKILL_DEPTH, MAX_SKILL_ENTRIES, MAX_SKILL_FILES, SkillFile, SkillFilePath, SkipReason, SkippedEntry, push_hex,
 };
 pub use manifest::{MAX_SKILL_MANIFEST_TOKENS, render_skill_manifest};
 pub use metadata::{FALLBACK_DESCRIPTION, MetadataError, MetadataErrorKind, parse_skill_metadata};

@@ -112,7 +112,8 @@ impl GitSource {
             hash.update(part.as_bytes());
             hash.update(b"\n");
         }
-        let id: String = hash.finalize()[..10].iter().map(|byte| format!("{byte:02x}")).collect();
+        let mut id = String::new();
+        skillcat_core::push_hex(&mut id, &hash.finalize()[..10]);
         let name: String = url
             .checkout_name()
             .chars()
