@@ -15,13 +15,19 @@
 //! reached, is reported as a [`WatchGap`] and is placed again later (the limit may have been
 //! raised).
 //!
+//! A recursive watch can also be placed by another walk of the same tree, a directory source's
+//! first scan ([`Watcher::watch_through_walk`]): the walk tells a [`WalkWatch`] of each folder it
+//! has open, which is watched before the walk lists it, so the tree is walked once, not twice.
+//! What the walk did not open (beyond its bounds) the watcher watches itself afterwards
+//! ([`Watcher::finish_walk`]).
+//!
 //! What the kernel reports arrives as a [`Change`] at the callback the watcher was made with, on
 //! the watcher's thread, the events of one read at a time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::fmt;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -274,6 +280,97 @@ impl Watcher {
         outcome
     }
 
+    /// Watches `wanted` as [`watch`](Self::watch) does, except the recursive watches that
+    /// `through_walk` picks among those not placed yet: those are left to a walk of their trees
+    /// told of each folder it opens through the [`WalkWatch`] answered (see
+    /// [`DirectorySkillDiscoverer::observe_next_walk`](skillcat_core::DirectorySkillDiscoverer::observe_next_walk)),
+    /// and count as watched once [`finish_walk`](Self::finish_walk) is called after the walk.
+    pub fn watch_through_walk(
+        &mut self,
+        wanted: Vec<Watched>,
+        through_walk: impl Fn(&Watched) -> bool,
+    ) -> (Outcome, Arc<WalkWatch>) {
+        let (mut trees, mut now) = (Vec::new(), Vec::new());
+        for watch in wanted {
+            if watch.mode == RecursiveMode::Recursive && !self.watched.contains(&watch) && through_walk(&watch) {
+                if !trees.contains(&watch) {
+                    trees.push(watch);
+                }
+            } else {
+                now.push(watch);
+            }
+        }
+        let mut outcome = self.watch(now, &[], false);
+        // Not complete before the walk is.
+        outcome.complete &= trees.is_empty();
+        let walk = WalkWatch {
+            shared: Arc::clone(&self.shared),
+            state: Mutex::new(WalkState { opened: vec![false; trees.len()], ..WalkState::default() }),
+            trees,
+        };
+        (outcome, Arc::new(walk))
+    }
+
+    /// Ends the watches a walk placed (see [`watch_through_walk`](Self::watch_through_walk)):
+    /// the folders it listed and did not open are watched now, and each tree whose root it did
+    /// not open (missing, or resolved elsewhere by then) by the watcher's own walk. What is
+    /// watched only now may have changed before: [`Finished::late`] names it, to be read again.
+    pub fn finish_walk(&mut self, walk: &WalkWatch) -> Finished {
+        let state = std::mem::replace(&mut *lock(&walk.state), WalkState { closed: true, ..WalkState::default() });
+        let mut finished =
+            Finished { outcome: Outcome { complete: true, added: true, ..Outcome::default() }, late: Vec::new() };
+        let mut failures = state.failures;
+        let mut limit_reached = state.limit_reached;
+        if !limit_reached {
+            let inotify = self.shared.inotify.as_fd();
+            let mut folders = self.shared.folders();
+            'parents: for parent in state.parents.into_values() {
+                // Removed since (the kernel dropped its watch): its holder's watch reported it.
+                let Some(parent_path) = folders.path(parent.wd) else { continue };
+                for name in parent.unopened {
+                    let name = OsStr::from_bytes(&name);
+                    let path = parent_path.join(name);
+                    match folders.adopt(inotify, self.shared.mask, parent.wd, name, &path, &mut failures) {
+                        Ok(()) => finished.late.push(path),
+                        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {}
+                        Err(Errno::NOSPC) => {
+                            limit_reached = true;
+                            break 'parents;
+                        }
+                        Err(errno) => failures.push(WatchError::at(&path, errno)),
+                    }
+                }
+            }
+        }
+        for failure in failures {
+            (self.shared.on_change)(Change::Failed(failure));
+        }
+        for (tree, opened) in walk.trees.iter().zip(state.opened) {
+            if opened && !limit_reached {
+                if !self.watched.contains(tree) {
+                    self.watched.push(tree.clone());
+                }
+                continue;
+            }
+            // At the limit on watches, the watcher's own walk finds where it stops (the watches
+            // placed stay) and records the gap; a tree the walk did not open is read again.
+            if !self.place(tree, &mut finished.outcome) {
+                finished.outcome.complete = false;
+            }
+            if !opened {
+                finished.late.push(tree.path.clone());
+            }
+        }
+        for partial in &self.partial {
+            finished.outcome.complete = false;
+            match &mut finished.outcome.gap {
+                Some(gap) => gap.merge(&partial.gap),
+                None => finished.outcome.gap = Some(partial.gap.clone()),
+            }
+        }
+        finished
+    }
+
     /// Places one watch; whether the folder (and, for a recursive one, every folder beneath) is
     /// watched now. A recursive watch that met the kernel's limit stays in place as far as it
     /// reached and is tried again later.
@@ -321,6 +418,109 @@ impl Drop for Watcher {
     }
 }
 
+/// What [`Watcher::finish_walk`] did.
+#[derive(Debug)]
+pub struct Finished {
+    pub outcome: Outcome,
+    /// Folders watched only after the walk (it did not open them), each with its tree: what
+    /// changed there before may have been read by no one, or before the change.
+    pub late: Vec<PathBuf>,
+}
+
+/// Places recursive watches from another walk of the trees (see [`Watcher::watch_through_walk`]).
+pub struct WalkWatch {
+    shared: Arc<Shared>,
+    /// The trees to watch, each at the folder its root resolves to.
+    trees: Vec<Watched>,
+    state: Mutex<WalkState>,
+}
+
+#[derive(Default)]
+struct WalkState {
+    /// Set by [`Watcher::finish_walk`]: a walk told of folders later is not listened to.
+    closed: bool,
+    /// Whether the walk opened each tree's root (as a root of its own).
+    opened: Vec<bool>,
+    /// The folders listed with folders in them, by the walk's path for them: their watch, and
+    /// the folders in them the walk has not opened (yet).
+    parents: HashMap<Box<[u8]>, Parent>,
+    /// Set when the kernel's limit on watches was reached: nothing more is placed from the walk.
+    limit_reached: bool,
+    failures: Vec<WatchError>,
+}
+
+struct Parent {
+    wd: i32,
+    unopened: HashSet<Box<[u8]>>,
+}
+
+impl skillcat_core::FolderObserver for WalkWatch {
+    fn opened(&self, path: &[u8], folder: BorrowedFd<'_>, root: bool) -> Option<u64> {
+        let mut state = lock(&self.state);
+        if state.closed || state.limit_reached {
+            return None;
+        }
+        let (parent, name) = if root {
+            // The tree asked for at the folder this root resolves to, as the walk opened it.
+            let resolved = std::fs::read_link(format!("/proc/self/fd/{}", folder.as_raw_fd())).ok()?;
+            let mut found = false;
+            for (tree, opened) in self.trees.iter().zip(&mut state.opened) {
+                if tree.path == resolved {
+                    (*opened, found) = (true, true);
+                }
+            }
+            if !found {
+                return None;
+            }
+            (None, resolved.into_os_string())
+        } else {
+            let slash = path.iter().rposition(|&b| b == b'/')?;
+            let holder = if slash == 0 { &path[..1] } else { &path[..slash] };
+            let name = &path[slash + 1..];
+            let parent = state.parents.get_mut(holder)?;
+            parent.unopened.remove(name);
+            (Some(parent.wd), OsStr::from_bytes(name).to_os_string())
+        };
+        let mut folders = self.shared.folders();
+        let wd = match add_watch(self.shared.inotify.as_fd(), folder, self.shared.mask) {
+            Ok(wd) => wd,
+            Err(Errno::NOSPC) => {
+                state.limit_reached = true;
+                return None;
+            }
+            Err(errno) => {
+                let path = match parent {
+                    Some(parent) => folders.beneath(parent, &name),
+                    None => PathBuf::from(name),
+                };
+                state.failures.push(WatchError::at(&path, errno));
+                return None;
+            }
+        };
+        match parent {
+            Some(parent) => folders.child(wd, parent, &name),
+            None => folders.root(wd, Path::new(&name), true),
+        }
+        u64::try_from(wd).ok()
+    }
+
+    fn listed(&self, token: u64, path: &[u8], subfolders: &mut dyn Iterator<Item = &[u8]>) {
+        let mut state = lock(&self.state);
+        let Ok(wd) = i32::try_from(token) else { return };
+        if state.closed || state.parents.contains_key(path) {
+            return;
+        }
+        let unopened: HashSet<Box<[u8]>> = subfolders.map(Box::from).collect();
+        if !unopened.is_empty() {
+            state.parents.insert(path.into(), Parent { wd, unopened });
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// What the watcher's thread and its user share.
 struct Shared {
     inotify: OwnedFd,
@@ -340,7 +540,7 @@ impl Shared {
         let fd = open_folder(rustix::fs::CWD, path)?;
         let recursive = mode == RecursiveMode::Recursive;
         let mut folders = self.folders();
-        let wd = add_watch(self.inotify.as_fd(), &fd, self.mask)?;
+        let wd = add_watch(self.inotify.as_fd(), fd.as_fd(), self.mask)?;
         folders.root(wd, path, recursive);
         if recursive { folders.walk(self.inotify.as_fd(), self.mask, fd, wd, path, failures) } else { Ok(()) }
     }
@@ -528,7 +728,7 @@ impl Folders {
         failures: &mut Vec<WatchError>,
     ) -> Result<(), Errno> {
         let fd = open_folder(rustix::fs::CWD, path)?;
-        let wd = add_watch(inotify, &fd, mask)?;
+        let wd = add_watch(inotify, fd.as_fd(), mask)?;
         self.child(wd, parent, name);
         self.walk(inotify, mask, fd, wd, path, failures)
     }
@@ -569,7 +769,7 @@ impl Folders {
                     continue;
                 }
             };
-            let wd = match add_watch(inotify, &folder, mask) {
+            let wd = match add_watch(inotify, folder.as_fd(), mask) {
                 Ok(wd) => wd,
                 Err(Errno::NOSPC) => return Err(Errno::NOSPC),
                 Err(errno) => {
@@ -684,7 +884,7 @@ fn open_folder<P: rustix::path::Arg>(at: impl AsFd, name: P) -> Result<OwnedFd, 
 
 /// Watches the folder open at `fd`: exactly the folder that is listed next, whatever happens to
 /// its path meanwhile.
-fn add_watch(inotify: BorrowedFd<'_>, fd: &OwnedFd, mask: WatchFlags) -> Result<i32, Errno> {
+fn add_watch(inotify: BorrowedFd<'_>, fd: BorrowedFd<'_>, mask: WatchFlags) -> Result<i32, Errno> {
     use std::os::fd::AsRawFd as _;
     let through = format!("/proc/self/fd/{}", fd.as_raw_fd());
     inotify::add_watch(inotify, through.as_str(), mask | WatchFlags::ONLYDIR)
@@ -750,6 +950,8 @@ fn count_folders(root: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use std::sync::mpsc;
+
+    use skillcat_core::FolderObserver as _;
 
     use super::*;
 
@@ -884,6 +1086,56 @@ mod tests {
         std::fs::write(base.join("y"), "y").unwrap();
         std::fs::write(inner.join("deep/z"), "z").unwrap();
         assert_eq!(paths_changed(&changes), [inner.join("deep/z")]);
+    }
+
+    #[test]
+    fn a_scan_s_walk_places_the_watches_and_the_watcher_what_it_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let tree = base.join("tree");
+        // Beyond the walk's depth bound of 2: the watcher watches it after the walk.
+        std::fs::create_dir_all(tree.join("a/b/c/d")).unwrap();
+        std::fs::create_dir_all(tree.join("e")).unwrap();
+        std::fs::write(tree.join("e/SKILL.md"), "---\nname: e\ndescription: E.\n---\n").unwrap();
+        let discoverer = skillcat_core::DirectorySkillDiscoverer::with_limits(
+            [&tree],
+            std::num::NonZeroUsize::new(1000).unwrap(),
+            2,
+        )
+        .unwrap();
+        let (mut watcher, changes) = watcher();
+        let wanted = vec![Watched::new(tree.clone(), RecursiveMode::Recursive, 0)];
+        let (outcome, walk) = watcher.watch_through_walk(wanted.clone(), |_| true);
+        assert!(!outcome.complete, "not before the walk");
+        discoverer.observe_next_walk(Arc::clone(&walk) as Arc<dyn skillcat_core::FolderObserver>);
+        let discovery = discoverer.scan_blocking().unwrap();
+        assert_eq!(discovery.skills.len(), 1);
+        let finished = watcher.finish_walk(&walk);
+        assert!(finished.outcome.complete && finished.outcome.gap.is_none());
+        assert_eq!(finished.late, [tree.join("a/b/c")]);
+        // Watched: folders the walk opened, and those it left.
+        std::fs::write(tree.join("e/x"), "x").unwrap();
+        std::fs::write(tree.join("a/b/c/d/y"), "y").unwrap();
+        assert_eq!(paths_changed(&changes), [tree.join("e/x"), tree.join("a/b/c/d/y")]);
+        // Placed: the same request again adds nothing, and a later walk is not listened to.
+        assert!(!watcher.watch(wanted, &[], false).added);
+        assert_eq!(walk.opened(tree.as_os_str().as_bytes(), std::fs::File::open(&tree).unwrap().as_fd(), true), None);
+    }
+
+    #[test]
+    fn a_tree_the_walk_did_not_open_is_watched_by_the_watcher_and_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("deep")).unwrap();
+        let (mut watcher, changes) = watcher();
+        let (_, walk) =
+            watcher.watch_through_walk(vec![Watched::new(base.clone(), RecursiveMode::Recursive, 0)], |_| true);
+        // No walk came.
+        let finished = watcher.finish_walk(&walk);
+        assert!(finished.outcome.complete);
+        assert_eq!(finished.late, std::slice::from_ref(&base));
+        std::fs::write(base.join("deep/x"), "x").unwrap();
+        assert_eq!(paths_changed(&changes), [base.join("deep/x")]);
     }
 
     #[test]

@@ -69,6 +69,14 @@ impl Source for DirectorySource {
         "directory"
     }
 
+    fn observes_walks(&self) -> bool {
+        true
+    }
+
+    fn observe_next_walk(&self, observer: Arc<dyn skillcat_core::FolderObserver>) {
+        self.discoverer.observe_next_walk(observer);
+    }
+
     fn folders(&self) -> &[PathBuf] {
         &self.folders
     }

@@ -71,6 +71,15 @@ pub trait Source: SkillDiscoverer {
         None
     }
 
+    /// Whether [`observe_next_walk`](Self::observe_next_walk) is heard: its scans walk folders.
+    fn observes_walks(&self) -> bool {
+        false
+    }
+
+    /// Tells `observer` of each folder the next full scan's walk opens (see
+    /// [`FolderObserver`](skillcat_core::FolderObserver)).
+    fn observe_next_walk(&self, _observer: Arc<dyn skillcat_core::FolderObserver>) {}
+
     /// The folders on disk the source reads, made absolute: a live catalog watches them, and
     /// gives what changed beneath them to [`rescan`](Self::rescan).
     fn folders(&self) -> &[PathBuf] {

@@ -38,7 +38,9 @@ pub use builtin::BuiltinSkillDiscoverer;
 pub use composite::{
     CompositeDiscovery, CompositeSkillDiscoverer, SourceError, SourcedDiagnostic, SourcedSkill, compose,
 };
-pub use directory::{AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, DirectorySkillDiscoverer, MAX_FILE_BYTES};
+pub use directory::{
+    AbsoluteRoot, DEFAULT_MAX_DEPTH, DEFAULT_MAX_ENTRIES, DirectorySkillDiscoverer, FolderObserver, MAX_FILE_BYTES,
+};
 pub use discover::{ContentVersion, Discovery, SkillDiscoverer, SkillError, skill_catalog};
 pub use files::{
     Digest, FileListing, FilesUnavailable, InvalidDigest, InvalidFilePath, MAX_FILE_PATH_BYTES, MAX_SKILL_BYTES,

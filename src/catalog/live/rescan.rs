@@ -52,7 +52,9 @@ impl LiveCatalog {
                 let Some(watched) = self.refresh(watched).await else { return };
                 roots = Some(watched);
             }
-            self.rescan(std::mem::take(&mut verify)).await;
+            if !self.rescan(std::mem::take(&mut verify), &mut roots).await {
+                return;
+            }
             let period = match (options.rescan_interval, self.inner.watching.has_gap()) {
                 (_, true) => Some(self.inner.watching.unwatched_period),
                 (configured, false) => configured,
@@ -79,7 +81,10 @@ impl LiveCatalog {
     /// touched do, unless a full walk is due: at start, after lost events or a stale read, while a
     /// folder is not watched, and at the periodic rescan (`verify`), which also rescans from the
     /// changes first and counts any difference (the full walk's answer is the one published).
-    async fn rescan(&self, verify: bool) {
+    /// The first scan's walk places the file watches (see `refresh`): they are finished after it,
+    /// before its catalog is published, so that the catalog says what they left unwatched.
+    /// `false`: the runtime is shutting down.
+    async fn rescan(&self, verify: bool, roots: &mut Option<Roots>) -> bool {
         let started = Instant::now();
         let (sources, requests) = (&self.inner.sources, &self.inner.requests);
         let changed: Arc<Vec<PathBuf>> = Arc::new(std::mem::take(&mut *lock(&requests.changed)));
@@ -102,6 +107,10 @@ impl LiveCatalog {
         } else {
             sources.scan(Some(&changed)).await
         };
+        if roots.as_ref().is_some_and(Roots::walking) {
+            let Some(watched) = self.finish_walk(roots.take().expect("walking")).await else { return false };
+            *roots = Some(watched);
+        }
         let state = match scanned {
             Ok(mut discovery) => {
                 self.inner.metrics.set_failing(false);
@@ -135,7 +144,7 @@ impl LiveCatalog {
                 match catalog {
                     Ok(catalog) => catalog.map(|catalog| CatalogState::Ready(Box::new(catalog))),
                     // The runtime is shutting down.
-                    Err(_) => return,
+                    Err(_) => return false,
                 }
             }
             Err(failure) => self.failed(&failure),
@@ -149,7 +158,7 @@ impl LiveCatalog {
             if full || !covered {
                 tokio::task::spawn_blocking(crate::limits::give_back_free_memory);
             }
-            return;
+            return true;
         };
         if let CatalogState::Ready(catalog) = &state {
             metrics.set_catalog_size(catalog.skills.len());
@@ -183,6 +192,7 @@ impl LiveCatalog {
                 crate::limits::give_back_free_memory();
             });
         }
+        true
     }
 
     /// What a failed scan leaves published. Before any good catalog it is the failure (every

@@ -3,15 +3,15 @@
 //! unwatched. The watching itself is `crate::watch`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use skillcat_core::SourcedDiagnostic;
+use skillcat_core::{FolderObserver, SourcedDiagnostic};
 
 use super::{LiveCatalog, lock};
 use crate::observability::Metrics;
-use crate::watch::{Change, Events, Outcome, RecursiveMode, WatchGap, Watched, Watcher, read_limit};
+use crate::watch::{Change, Events, Outcome, RecursiveMode, WalkWatch, WatchGap, Watched, Watcher, read_limit};
 
 /// The rescan period while some folder is not watched (the kernel's limit on inotify watches was
 /// reached), when `--rescan-interval` is longer or off: changes must not stay invisible.
@@ -123,6 +123,18 @@ pub(super) struct Roots {
     watcher: Watcher,
     /// Each root and the index of its source.
     roots: Vec<(usize, PathBuf)>,
+    /// Whether the watches were placed once: the first time, the trees of the sources that walk
+    /// folders are watched by their first scan's walk.
+    placed: bool,
+    /// The first scan's walk placing watches, until it is finished.
+    walk: Option<Arc<WalkWatch>>,
+}
+
+impl Roots {
+    /// Whether a scan's walk is placing watches, to be finished after the scan.
+    pub(super) fn walking(&self) -> bool {
+        self.walk.is_some()
+    }
 }
 
 impl Roots {
@@ -165,7 +177,7 @@ impl LiveCatalog {
                 let roots = (self.inner.sources.iter().enumerate())
                     .flat_map(|(source, of)| of.folders().iter().map(move |root| (source, root.clone())))
                     .collect();
-                Some(Roots { watcher, roots })
+                Some(Roots { watcher, roots, placed: false, walk: None })
             }
             Err(error) => {
                 self.inner.metrics.watcher_error();
@@ -181,15 +193,56 @@ impl LiveCatalog {
         let state = &self.inner.watching;
         let unwatched = std::mem::take(&mut *lock(&state.unwatched));
         let rewatch = state.rewatch.swap(false, Ordering::AcqRel);
+        // The first time, the trees of the sources whose scans walk folders are watched by that
+        // walk, folder by folder as it opens them: each is watched before it is listed, as the
+        // watcher's own walk would, and the tree is walked once.
+        let walkers: Vec<usize> = (self.inner.sources.iter().enumerate())
+            .filter(|(_, source)| !roots.placed && source.observes_walks())
+            .map(|(index, _)| index)
+            .collect();
         let refreshed = tokio::task::spawn_blocking(move || {
             let wanted = roots.wanted();
-            let outcome = roots.watcher.watch(wanted, &unwatched, rewatch);
+            let outcome = if roots.placed {
+                roots.watcher.watch(wanted, &unwatched, rewatch)
+            } else {
+                let (outcome, walk) = roots.watcher.watch_through_walk(wanted, |tree| walkers.contains(&tree.owner));
+                roots.walk = Some(walk);
+                outcome
+            };
+            roots.placed = true;
             (roots, outcome)
         })
         .await;
         match refreshed {
             Ok((roots, outcome)) => {
                 state.record(outcome, &self.inner.metrics);
+                if let Some(walk) = &roots.walk {
+                    for source in self.inner.sources.iter().filter(|source| source.observes_walks()) {
+                        source.observe_next_walk(Arc::clone(walk) as Arc<dyn FolderObserver>);
+                    }
+                }
+                Some(roots)
+            }
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            Err(_) => None,
+        }
+    }
+
+    /// After the scan whose walk placed watches: watches what it left, and asks for a rescan of
+    /// what was watched only then. `None`: the runtime is shutting down.
+    pub(super) async fn finish_walk(&self, mut roots: Roots) -> Option<Roots> {
+        let walk = roots.walk.take()?;
+        let finished = tokio::task::spawn_blocking(move || {
+            let finished = roots.watcher.finish_walk(&walk);
+            (roots, finished)
+        })
+        .await;
+        match finished {
+            Ok((roots, finished)) => {
+                self.inner.watching.record(finished.outcome, &self.inner.metrics);
+                if !finished.late.is_empty() {
+                    self.request_rescan_of(finished.late);
+                }
                 Some(roots)
             }
             Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),

@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
+use super::FolderObserver;
 use super::guarded::{self, OsFailure, ReadError, SKILL_FILE};
 use super::path::{join, last_component};
 use crate::discover::ContentVersion;
@@ -75,15 +76,23 @@ pub(super) enum Kind {
     Other,
 }
 
-/// Each thread's reusable buffers: one for `getdents64`, one for file content.
+/// Each thread's reusable buffers: one for `getdents64`, one for file content; and whom to tell
+/// of each folder opened, if anyone.
 pub(super) struct Buffers {
     pub(super) listing: Vec<u8>,
     pub(super) content: Vec<u8>,
+    pub(super) observer: Option<Arc<dyn FolderObserver>>,
+}
+
+impl Buffers {
+    pub(super) fn new(observer: Option<Arc<dyn FolderObserver>>) -> Self {
+        Buffers { listing: Vec::with_capacity(LISTING_BUFFER), content: Vec::new(), observer }
+    }
 }
 
 impl Default for Buffers {
     fn default() -> Self {
-        Buffers { listing: Vec::with_capacity(LISTING_BUFFER), content: Vec::new() }
+        Buffers::new(None)
     }
 }
 
@@ -226,6 +235,8 @@ impl Slot {
 pub(super) struct Queue {
     pub(super) state: Mutex<QueueState>,
     pub(super) available: Condvar,
+    /// Told of every folder the helpers open.
+    pub(super) observer: Option<Arc<dyn FolderObserver>>,
 }
 
 #[derive(Default)]
@@ -260,7 +271,7 @@ impl Queue {
     /// the core to another process for a time slice, and the walk, never yielding, ended up
     /// preparing nearly every folder itself.
     pub(super) fn serve(&self) {
-        let mut buffers = Buffers::default();
+        let mut buffers = Buffers::new(self.observer.clone());
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(task) = state.tasks.pop_front() {
@@ -324,7 +335,14 @@ pub(super) fn prepare(opener: &Opener, path: Vec<u8>, buffers: &mut Buffers) -> 
         Ok(fd) => fd,
         Err(failure) => return Prepared { path, visit: Arc::new(Err(failure)), fd: None },
     };
+    let observed = (buffers.observer.as_deref())
+        .and_then(|observer| Some((observer, observer.opened(&path, fd.as_fd(), matches!(opener, Opener::Root))?)));
     let (mut folder, fd) = list(fd, &path, &mut buffers.listing);
+    if let Some((observer, token)) = observed {
+        let mut subfolders =
+            (folder.entries.iter()).filter(|entry| entry.kind == Kind::Directory).map(|&entry| folder.name(entry));
+        observer.listed(token, &path, &mut subfolders);
+    }
     let names = &folder.names;
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
     folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));

@@ -8,7 +8,7 @@ mod walk;
 
 use std::ffi::OsStr;
 use std::num::NonZeroUsize;
-use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,6 +30,22 @@ pub const DEFAULT_MAX_DEPTH: usize = 16;
 /// Threads that list skills' files, at most; each lists at least this many skills.
 const MAX_LISTING_THREADS: usize = 4;
 const MIN_SKILLS_PER_THREAD: usize = 64;
+
+/// Told of each folder a full walk opens, before the walk lists it, and of the folders listed in
+/// it: a file watcher places its watches from the walk this way, on the descriptor the walk lists,
+/// instead of walking the tree a second time (see
+/// [`DirectorySkillDiscoverer::observe_next_walk`]). Called from the walk's threads.
+pub trait FolderObserver: Send + Sync {
+    /// `folder` is open at `path` (absolute, beneath a root as the walk names it; the root itself
+    /// when `root`) and is listed next. What is answered comes back with the listing; `None`: the
+    /// listing is of no interest.
+    fn opened(&self, path: &[u8], folder: BorrowedFd<'_>, root: bool) -> Option<u64>;
+
+    /// The folders listed in the folder `opened` answered `token` for (real folders, never
+    /// symlinks), in listing order. The walk opens some of them next, not necessarily all: those
+    /// beyond its bounds it leaves alone.
+    fn listed(&self, token: u64, path: &[u8], subfolders: &mut dyn Iterator<Item = &[u8]>);
+}
 
 /// Discovers `SKILL.md` files under explicitly configured roots.
 ///
@@ -77,6 +93,14 @@ struct Inner {
     /// Whether scans list files and keep what a rescan starts from (the folder view); `false`
     /// for nagents' view alone.
     folder_view: bool,
+    /// Told of the folders the next full walk opens (see [`FolderObserver`]).
+    observer: Mutex<Option<Arc<dyn FolderObserver>>>,
+}
+
+impl std::fmt::Debug for dyn FolderObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FolderObserver")
+    }
 }
 
 /// The folders a scan saw, and where each root resolved to then (the paths a file watcher
@@ -122,6 +146,7 @@ impl DirectorySkillDiscoverer {
             picture: Mutex::default(),
             unlisted: Mutex::default(),
             folder_view: true,
+            observer: Mutex::default(),
         };
         DirectorySkillDiscoverer { inner: Arc::new(inner) }
     }
@@ -143,6 +168,7 @@ impl DirectorySkillDiscoverer {
             picture: Mutex::default(),
             unlisted: Mutex::default(),
             folder_view: true,
+            observer: Mutex::default(),
         });
         inner.folder_view = false;
         DirectorySkillDiscoverer { inner: Arc::new(inner) }
@@ -165,11 +191,18 @@ impl DirectorySkillDiscoverer {
         self.inner.max_depth
     }
 
+    /// Has `observer` told of every folder the next full walk from disk opens, and of what is
+    /// listed there (a scan, not a rescan from changes). The walk is the same with or without it.
+    pub fn observe_next_walk(&self, observer: Arc<dyn FolderObserver>) {
+        *lock(&self.inner.observer) = Some(observer);
+    }
+
     /// Scans synchronously on the calling thread (the async methods run this off the executor).
     pub fn scan_blocking(&self) -> Result<Discovery, SkillError> {
         let config = &self.inner;
         *lock(&config.picture) = None;
-        let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth, config.folder_view);
+        let observer = lock(&config.observer).take();
+        let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth, config.folder_view, observer);
         if !config.folder_view {
             return self.descriptors(outcome);
         }

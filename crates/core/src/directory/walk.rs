@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
+use super::FolderObserver;
 use super::guarded::{self};
 use super::listing::{
     Buffers, Diagnostic, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD, Slot, Task, Visit,
@@ -95,10 +96,16 @@ impl Picture {
 
 /// A full walk of `roots`, every folder from disk; its picture is left empty unless `keep_picture`
 /// (nothing will rescan from it).
-pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize, keep_picture: bool) -> Outcome {
+pub(crate) fn scan(
+    roots: &[AbsoluteRoot],
+    max_entries: usize,
+    max_depth: usize,
+    keep_picture: bool,
+    observer: Option<Arc<dyn FolderObserver>>,
+) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
     let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
-    let queue = Queue::default();
+    let queue = Queue { observer: observer.clone(), ..Queue::default() };
     std::thread::scope(|scope| {
         for _ in 0..helpers {
             std::thread::Builder::new()
@@ -108,6 +115,7 @@ pub(crate) fn scan(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize,
         }
         let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Disk(&queue), Picture::default());
         walk.keep_picture = keep_picture;
+        walk.buffers.observer = observer;
         for (index, root) in roots.iter().enumerate() {
             if walk.remaining == 0 {
                 break;
