@@ -456,50 +456,59 @@ struct Parent {
 
 impl skillcat_core::FolderObserver for WalkWatch {
     fn opened(&self, path: &[u8], folder: BorrowedFd<'_>, root: bool) -> Option<u64> {
-        let mut state = lock(&self.state);
-        if state.closed || state.limit_reached {
-            return None;
-        }
-        let (parent, name) = if root {
-            // The tree asked for at the folder this root resolves to, as the walk opened it.
-            let resolved = std::fs::read_link(format!("/proc/self/fd/{}", folder.as_raw_fd())).ok()?;
-            let mut found = false;
-            for (tree, opened) in self.trees.iter().zip(&mut state.opened) {
-                if tree.path == resolved {
-                    (*opened, found) = (true, true);
-                }
-            }
-            if !found {
+        let (parent, name, trees) = {
+            let mut state = lock(&self.state);
+            if state.closed || state.limit_reached {
                 return None;
             }
-            (None, resolved.into_os_string())
-        } else {
-            let slash = path.iter().rposition(|&b| b == b'/')?;
-            let holder = if slash == 0 { &path[..1] } else { &path[..slash] };
-            let name = &path[slash + 1..];
-            let parent = state.parents.get_mut(holder)?;
-            parent.unopened.remove(name);
-            (Some(parent.wd), OsStr::from_bytes(name).to_os_string())
+            if root {
+                // The trees asked for at the folder this root resolves to, as the walk opened it.
+                let resolved = std::fs::read_link(format!("/proc/self/fd/{}", folder.as_raw_fd())).ok()?;
+                let trees: Vec<usize> = (self.trees.iter().enumerate())
+                    .filter(|(_, tree)| tree.path == resolved)
+                    .map(|(index, _)| index)
+                    .collect();
+                if trees.is_empty() {
+                    return None;
+                }
+                (None, resolved.into_os_string(), trees)
+            } else {
+                let slash = path.iter().rposition(|&b| b == b'/')?;
+                let holder = if slash == 0 { &path[..1] } else { &path[..slash] };
+                let name = &path[slash + 1..];
+                let parent = state.parents.get_mut(holder)?;
+                parent.unopened.remove(name);
+                (Some(parent.wd), OsStr::from_bytes(name).to_os_string(), Vec::new())
+            }
         };
-        let mut folders = self.shared.folders();
-        let wd = match add_watch(self.shared.inotify.as_fd(), folder, self.shared.mask) {
+        // Watched with no lock held, so that the walk's threads do not wait on one another. An
+        // event the watcher's thread reads before the folder is recorded below is dropped: it is
+        // of a change made before the walk lists the folder, which the listing sees.
+        let watched = add_watch(self.shared.inotify.as_fd(), folder, self.shared.mask);
+        let wd = match watched {
             Ok(wd) => wd,
             Err(Errno::NOSPC) => {
-                state.limit_reached = true;
+                lock(&self.state).limit_reached = true;
                 return None;
             }
             Err(errno) => {
                 let path = match parent {
-                    Some(parent) => folders.beneath(parent, &name),
+                    Some(parent) => self.shared.folders().beneath(parent, &name),
                     None => PathBuf::from(name),
                 };
-                state.failures.push(WatchError::at(&path, errno));
+                lock(&self.state).failures.push(WatchError::at(&path, errno));
                 return None;
             }
         };
         match parent {
-            Some(parent) => folders.child(wd, parent, &name),
-            None => folders.root(wd, Path::new(&name), true),
+            Some(parent) => self.shared.folders().child(wd, parent, &name),
+            None => {
+                self.shared.folders().root(wd, Path::new(&name), true);
+                let mut state = lock(&self.state);
+                for tree in trees {
+                    state.opened[tree] = true;
+                }
+            }
         }
         u64::try_from(wd).ok()
     }
