@@ -36,6 +36,14 @@ def log(message: str) -> None:
 # --- the machine -------------------------------------------------------------------------------
 
 
+def keep_or_remove(work: Path, keep: bool, result: dict) -> None:
+    """After a run: its work directory named in the result when it is kept, removed otherwise."""
+    if keep:
+        result["work"] = str(work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():

@@ -60,6 +60,7 @@ from common import (  # noqa: E402
     ServerError,
     cargo_build,
     free_port,
+    keep_or_remove,
     log,
     percentile,
     request,
@@ -363,10 +364,7 @@ def measure(binary: Path, skills: int, count: int, restarts: int = 0, change_tim
             server.stop()
         if daemon is not None:
             daemon.stop()
-        if keep:
-            result["work"] = str(work)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        keep_or_remove(work, keep, result)
     return result
 
 

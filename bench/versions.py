@@ -69,6 +69,7 @@ from common import (  # noqa: E402
     cargo_build,
     cpu_seconds,
     free_port,
+    keep_or_remove,
     load_average,
     log,
     memory_of,
@@ -594,10 +595,7 @@ def measure(binary: Path, cache: Path, quick: bool = False, keep: bool = False, 
     finally:
         for server in servers:
             server.stop()
-        if keep:
-            result["work"] = str(work)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        keep_or_remove(work, keep, result)
     return result
 
 
