@@ -270,6 +270,12 @@ impl Watcher {
                 outcome.complete = false;
             }
         }
+        self.account_gaps(&mut outcome);
+        outcome
+    }
+
+    /// Marks `outcome` incomplete, with the gap, while a recursive watch is partial.
+    fn account_gaps(&self, outcome: &mut Outcome) {
         for partial in &self.partial {
             outcome.complete = false;
             match &mut outcome.gap {
@@ -277,7 +283,6 @@ impl Watcher {
                 None => outcome.gap = Some(partial.gap.clone()),
             }
         }
-        outcome
     }
 
     /// Watches `wanted` as [`watch`](Self::watch) does, except the recursive watches that
@@ -361,13 +366,7 @@ impl Watcher {
                 finished.late.push(tree.path.clone());
             }
         }
-        for partial in &self.partial {
-            finished.outcome.complete = false;
-            match &mut finished.outcome.gap {
-                Some(gap) => gap.merge(&partial.gap),
-                None => finished.outcome.gap = Some(partial.gap.clone()),
-            }
-        }
+        self.account_gaps(&mut finished.outcome);
         finished
     }
 
@@ -1047,6 +1046,7 @@ mod tests {
         merged.merge(&WatchGap { owners: vec![2, 0], limit: None, folders: 5 });
         assert_eq!((merged.owners, merged.limit, merged.folders), (vec![0, 2], Some(8192), 10_005));
     }
+
     #[test]
     fn folders_made_later_are_watched_to_the_bottom_before_they_are_reported() {
         let dir = tempfile::tempdir().unwrap();

@@ -614,8 +614,7 @@ async fn a_tree_larger_than_the_watch_limit_is_said_and_rescanned() {
     }
     let root_text = root.to_str().expect("UTF-8");
     let args = ["serve", "--no-builtin", "--dir", root_text, "--rescan-interval", "0"];
-    let server =
-        ServeProcess::start_with_watch_limit(20, &args, &[("SKILLCAT_LISTEN", "127.0.0.1:0")], "info,notify=off");
+    let server = ServeProcess::start_with_watch_limit(20, &args, &[("SKILLCAT_LISTEN", "127.0.0.1:0")], "info");
     server.ready().await;
 
     // Said once, with the numbers and the fix.

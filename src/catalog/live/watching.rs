@@ -135,9 +135,7 @@ impl Roots {
     pub(super) fn walking(&self) -> bool {
         self.walk.is_some()
     }
-}
 
-impl Roots {
     /// The folders to watch for the roots as they resolve now.
     fn wanted(&self) -> Vec<Watched> {
         let mut recursive: Vec<Watched> = Vec::new();
@@ -200,12 +198,14 @@ impl LiveCatalog {
             .filter(|(_, source)| !roots.placed && source.observes_walks())
             .map(|(index, _)| index)
             .collect();
+        let through_walk = walkers.clone();
         let refreshed = tokio::task::spawn_blocking(move || {
             let wanted = roots.wanted();
             let outcome = if roots.placed {
                 roots.watcher.watch(wanted, &unwatched, rewatch)
             } else {
-                let (outcome, walk) = roots.watcher.watch_through_walk(wanted, |tree| walkers.contains(&tree.owner));
+                let (outcome, walk) =
+                    roots.watcher.watch_through_walk(wanted, |tree| through_walk.contains(&tree.owner));
                 roots.walk = Some(walk);
                 outcome
             };
@@ -217,7 +217,9 @@ impl LiveCatalog {
             Ok((roots, outcome)) => {
                 state.record(outcome, &self.inner.metrics);
                 if let Some(walk) = &roots.walk {
-                    for source in self.inner.sources.iter().filter(|source| source.observes_walks()) {
+                    for (_, source) in
+                        self.inner.sources.iter().enumerate().filter(|(index, _)| walkers.contains(index))
+                    {
                         source.observe_next_walk(Arc::clone(walk) as Arc<dyn FolderObserver>);
                     }
                 }
