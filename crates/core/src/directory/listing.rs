@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
@@ -22,14 +23,18 @@ use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
 /// result back to the walk through a lock: a run of folders makes that small next to its system
 /// calls, where one folder (a few calls) does not.
 pub(super) const RUN: usize = 8;
-/// Runs queued ahead of the one the walk waits for, per folder being walked: one for each thread
-/// that may prepare them.
-pub(super) const RUNS_AHEAD: usize = MAX_THREADS - 1;
+/// Runs queued ahead of the one the walk waits for, per folder being walked. Deep enough that a
+/// helper finds work whenever it finishes a run: with a window of one run per thread, the walk
+/// took the queued runs itself while it waited, the helper slept, and each run queued next had to
+/// wake it.
+pub(super) const RUNS_AHEAD: usize = 12;
 /// Folders of a run that keep their descriptor (the walk opens folders beneath them): a run stops
-/// after this many, so that each folder being walked holds at most `(RUNS_AHEAD + 1) * MAX_KEPT`
-/// descriptors of prepared subfolders (times the depth bounds the descriptors a scan holds). Any
-/// other folder is closed by the thread that listed it.
+/// after this many. Any other folder is closed by the thread that listed it.
 pub(super) const MAX_KEPT: usize = 4;
+/// Descriptors kept by runs and not yet handed to the walk, across all folders being walked: a run
+/// stops when the scan holds this many (give or take one per thread). Handed to the walk, a
+/// descriptor is on the path it walks, which the depth bound bounds.
+pub(super) const MAX_KEPT_AHEAD: usize = 64;
 pub(super) const MAX_THREADS: usize = 4;
 /// Large enough for any single directory entry, so `getdents64` never fails with `EINVAL`.
 const LISTING_BUFFER: usize = 32 * 1024;
@@ -237,6 +242,8 @@ pub(super) struct Queue {
     pub(super) available: Condvar,
     /// Told of every folder the helpers open.
     pub(super) observer: Option<Arc<dyn FolderObserver>>,
+    /// Descriptors kept by runs and not yet handed to the walk (see [`MAX_KEPT_AHEAD`]).
+    pub(super) kept: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -276,7 +283,7 @@ impl Queue {
         loop {
             if let Some(task) = state.tasks.pop_front() {
                 drop(state);
-                task.run(&mut buffers);
+                task.run(&mut buffers, &self.kept);
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else if state.closed {
                 return;
@@ -290,26 +297,37 @@ impl Queue {
 }
 
 impl Task {
-    pub(super) fn run(self, buffers: &mut Buffers) {
+    /// Prepares the task's folders; `kept` counts the descriptors its run keeps.
+    pub(super) fn run(self, buffers: &mut Buffers, kept: &AtomicUsize) {
         let prepared = match &self.opener {
             Opener::Root => self.paths.into_iter().map(|path| prepare(&self.opener, path, buffers)).collect(),
-            Opener::Child(_) => prepare_run(&self.opener, self.paths, self.descend, buffers),
+            Opener::Child(_) => prepare_run(&self.opener, self.paths, self.descend, buffers, kept),
         };
         self.slot.put(prepared);
     }
 }
 
-/// Prepares sibling folders in order, until [`MAX_KEPT`] of them kept their descriptor: the
-/// caller prepares the rest. A folder the walk will open nothing beneath is closed here.
-fn prepare_run(opener: &Opener, paths: Vec<Vec<u8>>, descend: bool, buffers: &mut Buffers) -> Vec<Prepared> {
+/// Prepares sibling folders in order, until [`MAX_KEPT`] of them kept their descriptor or the scan
+/// holds [`MAX_KEPT_AHEAD`] (counted in `kept_ahead`): the caller prepares the rest. A folder the
+/// walk will open nothing beneath is closed here.
+fn prepare_run(
+    opener: &Opener,
+    paths: Vec<Vec<u8>>,
+    descend: bool,
+    buffers: &mut Buffers,
+    kept_ahead: &AtomicUsize,
+) -> Vec<Prepared> {
     let mut run = Vec::with_capacity(paths.len());
     let mut kept = 0;
     for path in paths {
-        if kept == MAX_KEPT {
+        if kept == MAX_KEPT || kept_ahead.load(Ordering::Relaxed) >= MAX_KEPT_AHEAD {
             break;
         }
         let prepared = prepare_child(opener, path, descend, buffers);
-        kept += usize::from(prepared.fd.is_some());
+        if prepared.fd.is_some() {
+            kept += 1;
+            kept_ahead.fetch_add(1, Ordering::Relaxed);
+        }
         run.push(prepared);
     }
     run

@@ -52,6 +52,40 @@ fn a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders() {
     assert!(error.to_string().starts_with("the scan stopped at "), "{error}");
 }
 
+/// The walk prepares folders far ahead of itself, and a folder with subfolders stays open until
+/// the walk has been through it; across all the folders being walked at once, what is held open
+/// ahead is bounded (`listing::MAX_KEPT_AHEAD`), not a window per folder. Here two levels of wide
+/// folders, each with subfolders, would hold two full windows open (`RUNS_AHEAD` runs of
+/// `MAX_KEPT` descriptors each, at each level) were it not for that bound.
+#[test]
+fn a_scan_holds_a_bounded_number_of_folders_open_whatever_the_tree_s_width() {
+    if !in_child_alone("directory::tests::a_scan_holds_a_bounded_number_of_folders_open_whatever_the_tree_s_width") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Wide enough for a full window of runs at both levels.
+    let wide = listing::RUN * (listing::RUNS_AHEAD + 1) + 6;
+    for team in 0..wide {
+        for skill in 0..wide {
+            let folder = dir.path().join(format!("t{team}/s{skill}/scripts"));
+            std::fs::create_dir_all(&folder).unwrap();
+            let text = format!("---\nname: s{team}x{skill}\ndescription: d\n---\n");
+            std::fs::write(folder.parent().unwrap().join("SKILL.md"), text).unwrap();
+        }
+    }
+    let max_entries = NonZeroUsize::new(100_000).unwrap();
+    let discoverer = DirectorySkillDiscoverer::with_limits([dir.path()], max_entries, DEFAULT_MAX_DEPTH).unwrap();
+    let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+    // The bound ahead, one path of the walk (the root, a team, a skill), each thread's folder
+    // being prepared and the threads that list the skills' files afterwards, with room to spare.
+    let allowed = open + listing::MAX_KEPT_AHEAD as u64 + 24;
+    let windows = 2 * (listing::RUNS_AHEAD + 1) * listing::MAX_KEPT;
+    assert!(windows as u64 > allowed - open, "the tree needs more than the bound without it");
+    let limit = rustix::process::Rlimit { current: Some(allowed), maximum: Some(allowed) };
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, limit).unwrap();
+    assert_eq!(discoverer.scan_blocking().unwrap().skills.len(), wide * wide);
+}
+
 /// One change to a tree, by paths relative to the root (from a small set, so that changes
 /// meet: a rename onto a folder that a later step writes into, a delete of a folder holding a
 /// skill, a symlink where a folder was).

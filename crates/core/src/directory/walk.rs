@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use super::FolderObserver;
 use super::guarded::{self};
@@ -267,12 +268,9 @@ impl<'q> Walk<'q> {
             if let Some(prepared) = slot.try_take() {
                 return prepared;
             }
-            let task = match &self.supply {
-                Supply::Disk(queue) => queue.try_pop(),
-                Supply::Picture { .. } => None,
-            };
-            match task {
-                Some(task) => task.run(&mut self.buffers),
+            let Supply::Disk(queue) = self.supply else { return slot.take() };
+            match queue.try_pop() {
+                Some(task) => task.run(&mut self.buffers, &queue.kept),
                 None => return slot.take(),
             }
         }
@@ -426,6 +424,11 @@ impl<'f> Ahead<'f> {
         loop {
             if let Some(prepared) = self.current.next() {
                 self.taken += 1;
+                if let (Some(_), Supply::Disk(queue)) = (&prepared.fd, &walk.supply) {
+                    // On the walk's path from now on (a run left behind when the walk ends early
+                    // is never handed out, but then the scan is over).
+                    queue.kept.fetch_sub(1, Ordering::Relaxed);
+                }
                 return prepared;
             }
             if self.unprepared > 0 {
