@@ -277,8 +277,11 @@ def scale_rows(scale: dict | None, errors: dict[str, str]) -> list[dict]:
         mean = f"mean {rescans['mean_ms']:.0f} ms each" if rescans["mean_ms"] is not None else "—"
         reference = (f"{rescans['count']:.0f} rescans ({rescans['incremental']:.0f} of changes, "
                      f"{rescans['full']:.0f} full walks), {mean}; {rescans['disagreements']:.0f} disagreements")
-        table.append(row("change on disk → visible in GET /skills", value, reference,
-                         SCALE_FRESHNESS_MAX_P99_MS.get(skills), p99, "ms p99"))
+        # The issue sets the freshness target with the watch limit raised; with it exhausted, a
+        # change in an unwatched folder shows only at the next periodic full walk, by design.
+        freshness_target = None if size["exhausted"] else SCALE_FRESHNESS_MAX_P99_MS.get(skills)
+        table.append(row("change on disk → visible in GET /skills", value, reference, freshness_target, p99,
+                         "ms p99"))
         memory, after = size["memory_kib"], size["memory_after_changes_kib"]
         table.append(row(
             "memory (after a few requests of every route)",
