@@ -12,7 +12,7 @@ Both must report N skills and no diagnostics, and check must exit 0.
 Prints a summary and exits 1 if nagents/skillcat is below --min-ratio
 (2 on any other failure).
 
-    python3 bench/discovery_ratio.py [--skills 10000] [--python PY] [--binary PATH]
+    python3 bench/discovery_ratio.py [--skills 10000] [--python PY] [--binary PATH] [--baseline PATH]
 
 Standard library only; nagents is needed only by the interpreter given with
 --python (default: this one if it can import nagents, else REPO/.venv/bin/python).
@@ -210,8 +210,9 @@ def check_run(label: str, run: dict, expected: int) -> None:
         fail(f"{label} reported diagnostics: {run['diagnostics'][:3]}")
 
 
-def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 5) -> dict:
-    """Builds the tree, times both; raises BenchError when either misbehaves.
+def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 11, baseline: Path | None = None) -> dict:
+    """Builds the tree, times both; raises BenchError when either misbehaves. With `baseline`
+    (another skillcat build), times it too, in the same rounds, after `binary`.
 
     The result: medians in ms, the ratio, every sample, the tree and the versions measured."""
     with tempfile.TemporaryDirectory(prefix="skillcat-bench-") as scratch:
@@ -233,17 +234,33 @@ def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 5) -> d
         warm_nagents = time_nagents(python, tree, max_entries)
         check_run("nagents", warm_nagents, skills)
         check_run("skillcat", time_skillcat(binary, config), skills)
-        nagents_runs, skillcat_runs = [], []
+        if baseline:
+            check_run("baseline", time_skillcat(baseline, config), skills)
+        nagents_runs, skillcat_runs, baseline_runs = [], [], []
         for _ in range(runs):
             nagents_runs.append(time_nagents(python, tree, max_entries))
             skillcat_runs.append(time_skillcat(binary, config))
+            if baseline:
+                baseline_runs.append(time_skillcat(baseline, config))
         for run in nagents_runs:
             check_run("nagents", run, skills)
         for run in skillcat_runs:
             check_run("skillcat", run, skills)
+        for run in baseline_runs:
+            check_run("baseline", run, skills)
 
     nagents_ms = statistics.median(run["seconds"] for run in nagents_runs) * 1000
     skillcat_ms = statistics.median(run["seconds"] for run in skillcat_runs) * 1000
+    compared = {}
+    if baseline_runs:
+        baseline_ms = statistics.median(run["seconds"] for run in baseline_runs) * 1000
+        compared = {"baseline": str(baseline), "baseline_ms": baseline_ms,
+                    "baseline_ratio": nagents_ms / baseline_ms if baseline_ms > 0 else float("inf"),
+                    # Each round's two builds ran a moment apart: the median of their quotients
+                    # holds up when the machine's speed drifts over the rounds.
+                    "paired_quotient": statistics.median(
+                        new["seconds"] / old["seconds"] for new, old in zip(skillcat_runs, baseline_runs)),
+                    "baseline_samples_ms": [run["seconds"] * 1000 for run in baseline_runs]}
     return {
         "skills": skills,
         "entries": entries,
@@ -258,6 +275,7 @@ def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 5) -> d
         "nagents_version": warm_nagents["nagents"],
         "python_version": warm_nagents["python"],
         "python": python,
+        **compared,
     }
 
 
@@ -266,8 +284,10 @@ def main() -> int:
     parser.add_argument("--skills", type=int, default=10_000, help="number of skills in the tree (default 10000)")
     parser.add_argument("--python", help="Python interpreter that can import nagents")
     parser.add_argument("--binary", type=Path, help="skillcat binary (default: cargo build --release --locked)")
-    parser.add_argument("--runs", type=int, default=5, help="timed runs of each, after one warm-up (default 5)")
+    parser.add_argument("--runs", type=int, default=11, help="timed runs of each, after one warm-up (default 11)")
     parser.add_argument("--min-ratio", type=float, default=20.0, help="fail below this ratio (default 20)")
+    parser.add_argument("--baseline", type=Path,
+                        help="another skillcat build, timed in the same rounds (right after --binary) for comparison")
     args = parser.parse_args()
     if args.skills < 1 or args.runs < 1:
         parser.error("--skills and --runs must be positive")
@@ -275,7 +295,8 @@ def main() -> int:
     try:
         python = pick_python(args.python)
         binary = args.binary.resolve() if args.binary else build_binary()
-        result = measure(binary, python, args.skills, args.runs)
+        baseline = args.baseline.resolve() if args.baseline else None
+        result = measure(binary, python, args.skills, args.runs, baseline)
     except BenchError as error:
         print(f"discovery_ratio: {error}", file=sys.stderr)
         return 2
@@ -297,6 +318,11 @@ def main() -> int:
     print(f"skillcat check process median:    {result['skillcat_ms']:10.1f} ms "
           f"(stdout {result['stdout_bytes']} bytes)")
     print(f"ratio (nagents discover / skillcat check process): {ratio:.1f}x")
+    if baseline:
+        print(f"baseline:  {baseline} ({binary_version(baseline)}); ms: [{samples(result['baseline_samples_ms'])}]")
+        print(f"baseline check process median:    {result['baseline_ms']:10.1f} ms; "
+              f"ratio {result['baseline_ratio']:.1f}x; --binary takes {result['skillcat_ms'] / result['baseline_ms']:.2f}x "
+              f"the baseline's time (median of the rounds' quotients: {result['paired_quotient']:.2f}x)")
     if ratio < args.min_ratio:
         print(f"FAIL: ratio {ratio:.1f}x is below --min-ratio {args.min_ratio:g}x", file=sys.stderr)
         return 1
