@@ -217,10 +217,8 @@ impl LiveCatalog {
             Ok((roots, outcome)) => {
                 state.record(outcome, &self.inner.metrics);
                 if let Some(walk) = &roots.walk {
-                    for (_, source) in
-                        self.inner.sources.iter().enumerate().filter(|(index, _)| walkers.contains(index))
-                    {
-                        source.observe_next_walk(Arc::clone(walk) as Arc<dyn FolderObserver>);
+                    for &index in &walkers {
+                        self.inner.sources.get(index).observe_next_walk(Arc::clone(walk) as Arc<dyn FolderObserver>);
                     }
                 }
                 Some(roots)

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::FolderObserver;
 use super::guarded::{self};
@@ -318,12 +318,15 @@ impl<'q> Walk<'q> {
         if !self.count(&path, folder) {
             return;
         }
-        let from_disk = matches!(self.supply, Supply::Disk(_));
+        let queue = match self.supply {
+            Supply::Disk(queue) => Some(queue),
+            Supply::Picture { .. } => None,
+        };
+        let from_disk = queue.is_some();
         // A folder from disk keeps its descriptor exactly when the walk may enter a subfolder.
-        let mut ahead = fd
-            .as_ref()
-            .filter(|_| from_disk && depth < self.max_depth)
-            .map(|parent| Ahead::new(parent, &path, folder, depth + 1 < self.max_depth));
+        let mut ahead = (fd.as_ref().zip(queue))
+            .filter(|_| depth < self.max_depth)
+            .map(|(parent, queue)| Ahead::new(parent, &path, folder, depth + 1 < self.max_depth, &queue.kept));
         for &entry in &folder.entries {
             match entry.kind {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
@@ -400,10 +403,18 @@ struct Ahead<'f> {
     current: std::vec::IntoIter<Prepared>,
     /// The subfolders of that run it left unprepared (it stopped at its descriptor bound).
     unprepared: usize,
+    /// The scan's count of descriptors kept by runs and not yet handed to the walk.
+    kept_ahead: &'f AtomicUsize,
 }
 
 impl<'f> Ahead<'f> {
-    fn new(parent: &'f Arc<OwnedFd>, path: &'f [u8], folder: &'f Folder, descend: bool) -> Self {
+    fn new(
+        parent: &'f Arc<OwnedFd>,
+        path: &'f [u8],
+        folder: &'f Folder,
+        descend: bool,
+        kept_ahead: &'f AtomicUsize,
+    ) -> Self {
         let subfolders = folder.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory).collect();
         Ahead {
             parent,
@@ -416,6 +427,7 @@ impl<'f> Ahead<'f> {
             taken: 0,
             current: Vec::new().into_iter(),
             unprepared: 0,
+            kept_ahead,
         }
     }
 
@@ -424,10 +436,10 @@ impl<'f> Ahead<'f> {
         loop {
             if let Some(prepared) = self.current.next() {
                 self.taken += 1;
-                if let (Some(_), Supply::Disk(queue)) = (&prepared.fd, &walk.supply) {
+                if prepared.fd.is_some() {
                     // On the walk's path from now on (a run left behind when the walk ends early
                     // is never handed out, but then the scan is over).
-                    queue.kept.fetch_sub(1, Ordering::Relaxed);
+                    self.kept_ahead.fetch_sub(1, Ordering::Relaxed);
                 }
                 return prepared;
             }
