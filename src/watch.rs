@@ -19,7 +19,9 @@
 //! first scan ([`Watcher::watch_through_walk`]): the walk tells a [`WalkWatch`] of each folder it
 //! has open, which is watched before the walk lists it, so the tree is walked once, not twice.
 //! What the walk did not open (beyond its bounds) the watcher watches itself afterwards
-//! ([`Watcher::finish_walk`]).
+//! ([`Watcher::finish_walk`]). When the walk meets the limit on watches, the tree's gap is the
+//! folders the walk found in it (not those inside a folder beyond its depth bound), so that a tree too
+//! large to watch is not walked twice more to find where the limit stops and how large it is.
 //!
 //! What the kernel reports arrives as a [`Change`] at the callback the watcher was made with, on
 //! the watcher's thread, the events of one read at a time.
@@ -310,7 +312,12 @@ impl Watcher {
         outcome.complete &= trees.is_empty();
         let walk = WalkWatch {
             shared: Arc::clone(&self.shared),
-            state: Mutex::new(WalkState { opened: vec![false; trees.len()], ..WalkState::default() }),
+            state: Mutex::new(WalkState {
+                opened: vec![false; trees.len()],
+                found: vec![0; trees.len()],
+                short: vec![false; trees.len()],
+                ..WalkState::default()
+            }),
             trees,
         };
         (outcome, Arc::new(walk))
@@ -320,6 +327,8 @@ impl Watcher {
     /// the folders it listed and did not open are watched now, and each tree whose root it did
     /// not open (missing, or resolved elsewhere by then) by the watcher's own walk. What is
     /// watched only now may have changed before: [`Finished::late`] names it, to be read again.
+    /// A tree the walk left short at the kernel's limit keeps the watches it placed and is placed
+    /// again later, as one the watcher's own walk left short.
     pub fn finish_walk(&mut self, walk: &WalkWatch) -> Finished {
         let state = std::mem::replace(&mut *lock(&walk.state), WalkState { closed: true, ..WalkState::default() });
         let mut finished =
@@ -329,11 +338,11 @@ impl Watcher {
         if !limit_reached {
             let inotify = self.shared.inotify.as_fd();
             let mut folders = self.shared.folders();
-            'parents: for parent in state.parents.into_values() {
+            'parents: for parent in state.parents.values() {
                 // Removed since (the kernel dropped its watch): its holder's watch reported it.
                 let Some(parent_path) = folders.path(parent.wd) else { continue };
-                for name in parent.unopened {
-                    let name = OsStr::from_bytes(&name);
+                for name in &parent.unopened {
+                    let name = OsStr::from_bytes(name);
                     let path = parent_path.join(name);
                     match folders.adopt(inotify, self.shared.mask, parent.wd, name, &path, &mut failures) {
                         Ok(()) => finished.late.push(path),
@@ -350,21 +359,45 @@ impl Watcher {
         for failure in failures {
             (self.shared.on_change)(Change::Failed(failure));
         }
-        for (tree, opened) in walk.trees.iter().zip(state.opened) {
-            if opened && !limit_reached {
+        // At the limit, which trees the walk left folders of unwatched: those listed after the
+        // limit was met, and those it listed and did not open (or some of them, when the limit
+        // was met watching them here).
+        let mut short = state.short;
+        if limit_reached {
+            for (path, parent) in &state.parents {
+                if !parent.unopened.is_empty() {
+                    for tree in state.roots.trees_of(path) {
+                        short[*tree] = true;
+                    }
+                }
+            }
+        }
+        for (index, (tree, opened)) in walk.trees.iter().zip(state.opened).enumerate() {
+            if opened {
                 if !self.watched.contains(tree) {
                     self.watched.push(tree.clone());
                 }
+                if limit_reached && short[index] {
+                    // The watches the walk placed stay; the rest is tried again later, and the
+                    // gap is what the walk found, so the tree is not walked twice more.
+                    finished.outcome.limit_reached += 1;
+                    finished.outcome.complete = false;
+                    let gap = gap_of(tree, state.found[index]);
+                    self.partial.push(PartialWatch {
+                        watch: tree.clone(),
+                        retry_at: Instant::now() + WATCH_RETRY,
+                        gap,
+                    });
+                }
                 continue;
             }
-            // At the limit on watches, the watcher's own walk finds where it stops (the watches
-            // placed stay) and records the gap; a tree the walk did not open is read again.
+            // A tree whose root the walk did not open (missing, resolved elsewhere by then, or met
+            // at the limit) is the watcher's own walk's, which finds where a limit stops it and
+            // measures the gap; it is read again.
             if !self.place(tree, &mut finished.outcome) {
                 finished.outcome.complete = false;
             }
-            if !opened {
-                finished.late.push(tree.path.clone());
-            }
+            finished.late.push(tree.path.clone());
         }
         self.account_gaps(&mut finished.outcome);
         finished
@@ -440,6 +473,13 @@ struct WalkState {
     closed: bool,
     /// Whether the walk opened each tree's root (as a root of its own).
     opened: Vec<bool>,
+    /// The roots the walk opened and watched, as it names them, with the trees found at each.
+    roots: Roots,
+    /// The folders the walk found in each tree: the root and every folder listed beneath it. A
+    /// tree met at the limit has this as its gap, rather than a walk of its own.
+    found: Vec<u64>,
+    /// Whether the walk left a folder of each tree unwatched at the limit.
+    short: Vec<bool>,
     /// The folders listed with folders in them, by the walk's path for them: their watch, and
     /// the folders in them the walk has not opened (yet).
     parents: HashMap<Box<[u8]>, Parent>,
@@ -447,6 +487,39 @@ struct WalkState {
     limit_reached: bool,
     failures: Vec<WatchError>,
 }
+
+impl WalkState {
+    /// Counts the `subfolders` listed in the folder at `path` (the walk's path) in its trees; and
+    /// that the folder is not watched, when `unwatched`.
+    fn count(&mut self, path: &[u8], subfolders: u64, unwatched: bool) {
+        for &tree in self.roots.trees_of(path) {
+            self.found[tree] += subfolders;
+            self.short[tree] |= unwatched;
+        }
+    }
+}
+
+/// The roots a walk opened, as it names them, each with the trees asked for at it.
+#[derive(Default)]
+struct Roots(Vec<(Box<[u8]>, Vec<usize>)>);
+
+impl Roots {
+    /// The trees the folder at `path` (a path of the walk) is in: those of the innermost root it
+    /// is beneath.
+    fn trees_of(&self, path: &[u8]) -> &[usize] {
+        let beneath = |root: &[u8]| {
+            path.starts_with(root) && (path.len() == root.len() || root.ends_with(b"/") || path[root.len()] == b'/')
+        };
+        (self.0.iter())
+            .filter(|(root, _)| beneath(root))
+            .max_by_key(|(root, _)| root.len())
+            .map_or(&[], |(_, trees)| trees.as_slice())
+    }
+}
+
+/// The token of a folder the walk lists that is not watched (at the limit, or failed): its
+/// listing is counted, nothing else. A watch's token is its descriptor, never negative.
+const UNWATCHED: u64 = u64::MAX;
 
 struct Parent {
     wd: i32,
@@ -457,7 +530,8 @@ impl skillcat_core::FolderObserver for WalkWatch {
     fn opened(&self, path: &[u8], folder: BorrowedFd<'_>, root: bool) -> Option<u64> {
         let (parent, name, trees) = {
             let mut state = lock(&self.state);
-            if state.closed || state.limit_reached {
+            if state.closed || (root && state.limit_reached) {
+                // A tree whose root is not watched is left to the watcher's own walk.
                 return None;
             }
             if root {
@@ -472,10 +546,14 @@ impl skillcat_core::FolderObserver for WalkWatch {
                 }
                 (None, resolved.into_os_string(), trees)
             } else {
+                if state.limit_reached {
+                    return Some(UNWATCHED);
+                }
                 let slash = path.iter().rposition(|&b| b == b'/')?;
                 let holder = if slash == 0 { &path[..1] } else { &path[..slash] };
                 let name = &path[slash + 1..];
-                let parent = state.parents.get_mut(holder)?;
+                // Beneath a folder that is not watched, or beneath no tree asked for.
+                let Some(parent) = state.parents.get_mut(holder) else { return Some(UNWATCHED) };
                 parent.unopened.remove(name);
                 (Some(parent.wd), OsStr::from_bytes(name).to_os_string(), Vec::new())
             }
@@ -488,7 +566,7 @@ impl skillcat_core::FolderObserver for WalkWatch {
             Ok(wd) => wd,
             Err(Errno::NOSPC) => {
                 lock(&self.state).limit_reached = true;
-                return None;
+                return parent.map(|_| UNWATCHED);
             }
             Err(errno) => {
                 let path = match parent {
@@ -496,7 +574,7 @@ impl skillcat_core::FolderObserver for WalkWatch {
                     None => PathBuf::from(name),
                 };
                 lock(&self.state).failures.push(WatchError::at(&path, errno));
-                return None;
+                return parent.map(|_| UNWATCHED);
             }
         };
         match parent {
@@ -504,9 +582,13 @@ impl skillcat_core::FolderObserver for WalkWatch {
             None => {
                 self.shared.folders().root(wd, Path::new(&name), true);
                 let mut state = lock(&self.state);
-                for tree in trees {
+                // A tree opened again (beneath two roots of the walk) is counted once.
+                let trees: Vec<usize> = trees.into_iter().filter(|&tree| !state.opened[tree]).collect();
+                for &tree in &trees {
                     state.opened[tree] = true;
+                    state.found[tree] += 1;
                 }
+                state.roots.0.push((path.into(), trees));
             }
         }
         u64::try_from(wd).ok()
@@ -514,11 +596,16 @@ impl skillcat_core::FolderObserver for WalkWatch {
 
     fn listed(&self, token: u64, path: &[u8], subfolders: &mut dyn Iterator<Item = &[u8]>) {
         let mut state = lock(&self.state);
-        let Ok(wd) = i32::try_from(token) else { return };
         if state.closed || state.parents.contains_key(path) {
             return;
         }
+        let Some(wd) = i32::try_from(token).ok().filter(|_| token != UNWATCHED) else {
+            let count = subfolders.count() as u64;
+            state.count(path, count, true);
+            return;
+        };
         let unopened: HashSet<Box<[u8]>> = subfolders.map(Box::from).collect();
+        state.count(path, unopened.len() as u64, false);
         if !unopened.is_empty() {
             state.parents.insert(path.into(), Parent { wd, unopened });
         }
@@ -924,13 +1011,18 @@ fn subfolders(fd: &OwnedFd, buffer: &mut Vec<u8>) -> Result<Vec<Box<OsStr>>, Err
 
 /// The gap a recursive watch that met the limit leaves: the limit, and the folders it wants.
 fn measure_gap(watch: &Watched) -> WatchGap {
+    gap_of(watch, count_folders(&watch.path))
+}
+
+/// The gap of `watch`, whose tree has `folders` folders.
+fn gap_of(watch: &Watched, folders: u64) -> WatchGap {
     // `/proc/sys/user/max_inotify_watches` is the limit of this user namespace; in the initial
     // one it is `fs.inotify.max_user_watches`. The lower one applies.
     let limit = ["/proc/sys/fs/inotify/max_user_watches", "/proc/sys/user/max_inotify_watches"]
         .into_iter()
         .filter_map(read_limit)
         .min();
-    WatchGap { owners: vec![watch.owner], limit, folders: count_folders(&watch.path) }
+    WatchGap { owners: vec![watch.owner], limit, folders }
 }
 
 /// A number in a `/proc/sys` file.

@@ -672,6 +672,42 @@ async fn a_tree_larger_than_the_watch_limit_is_said_and_rescanned() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_watch_limit_only_the_trees_left_short_are_counted_in_the_gap() {
+    use crate::support::process::ServeProcess;
+
+    // One source of two trees, walked in order: `first` (3 folders) fits the limit of 20
+    // watches whole, `second` (1 + 30 skills with a `references/` folder each: 61 folders) does not.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    for index in 0..2 {
+        write_skill(&first.join(format!("one-{index}")), &skill_md(None, "First.", "body"));
+    }
+    for index in 0..30 {
+        let folder = second.join(format!("two-{index:02}"));
+        write_skill(&folder, &skill_md(None, "Second.", "body"));
+        std::fs::create_dir_all(folder.join("references")).expect("references");
+    }
+    let config = dir.path().join("skillcat.toml");
+    let roots = serde_json::json!([first.to_str().expect("UTF-8"), second.to_str().expect("UTF-8")]);
+    std::fs::write(&config, format!("[[sources]]\nkind = \"directory\"\nroots = {roots}\n")).expect("config");
+    let args = ["serve", "--config", config.to_str().expect("UTF-8"), "--rescan-interval", "0"];
+    let server = ServeProcess::start_with_watch_limit(20, &args, &[("SKILLCAT_LISTEN", "127.0.0.1:0")], "info");
+    server.ready().await;
+    let catalog: Value = reqwest::get(server.url("/skills")).await.expect("skills").json().await.expect("json");
+    assert_eq!(names(&catalog).len(), 32);
+    let log = server.log();
+    let warning = (log.lines())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|entry| entry["message"].as_str().is_some_and(|message| message.contains("max_user_watches")))
+        .unwrap_or_else(|| panic!("a warning; log:\n{log}"));
+    // The folders of the tree the limit cut short, as the walk found them; not those of the other.
+    assert_eq!(warning["folders"], 61, "{warning}");
+    assert_eq!(warning["fix"], "sysctl fs.inotify.max_user_watches=128", "{warning}");
+    let (status, log) = server.terminate();
+    assert!(status.success(), "{status}; log:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_are_rescanned_alone_and_the_periodic_full_walk_agrees() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("skills");
