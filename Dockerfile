@@ -22,7 +22,7 @@
 FROM rust:1.95.0-slim-bookworm@sha256:d7482085ff5b415f84dba5647ae71606650bdef00db7aeb69f4b3d170c3e4082 AS build
 WORKDIR /src
 # Only what the build reads (the builtin skills are embedded into the binary).
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY crates crates
 COPY src src
 COPY skills skills
