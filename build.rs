@@ -4,7 +4,7 @@
 //! A position-independent binary carries one relocation record (24 bytes) per pointer in its
 //! data, and the dynamic loader reads the whole table at every start: about 1 MB for skillcat,
 //! every page of it resident for the life of the process. Packed, the same relocations take about
-//! 20 KB. The binary stays position-independent (its address randomised at every start).
+//! 16 KB. The binary stays position-independent (its address randomised at every start).
 //!
 //! The support is probed by linking and running a small program with the option: a linker that
 //! does not know it warns, and a C library that does not know DT_RELR refuses to load
