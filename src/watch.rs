@@ -599,7 +599,8 @@ impl skillcat_core::FolderObserver for WalkWatch {
         if state.closed || state.parents.contains_key(path) {
             return;
         }
-        let Some(wd) = i32::try_from(token).ok().filter(|_| token != UNWATCHED) else {
+        // [`UNWATCHED`] is no descriptor.
+        let Ok(wd) = i32::try_from(token) else {
             let count = subfolders.count() as u64;
             state.count(path, count, true);
             return;
