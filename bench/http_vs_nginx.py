@@ -403,6 +403,7 @@ class CatalogResult:
     skillcat: ServerRun
     nginx: ServerRun
     floor: ServerRun
+    baseline: ServerRun = field(default_factory=ServerRun)
 
     def median(self, server: str, key: str, metric: str) -> float | None:
         runs = getattr(self, server).runs.get(key)
@@ -425,7 +426,12 @@ def measure_catalog(
     rounds: int,
     work: Path,
     floor: Path | None = None,
+    baseline: Path | None = None,
 ) -> CatalogResult:
+    """The rows of one catalog, `rounds` times, one server at a time: skillcat, nginx, the floor
+    (the 304 only) and, with `baseline`, another skillcat build, always right next to `binary`
+    (the order is reversed every other round), so that the two builds' quotient in each round
+    holds up when the machine's speed drifts over the rounds."""
     config = write_config(work, tree, max_entries)
     arguments = ["--config", str(config)]
     log(f"  skillcat on {skills} skills: fetching the bodies to serve from nginx")
@@ -478,7 +484,7 @@ def measure_catalog(
                            len(load.body) if load is not None else None, ServerRun(), ServerRun(), ServerRun())
     # The floor answers only the 304.
     floor_cases = [case for case in cases if case.key == "304"] if floor else []
-    servers = ["skillcat", "nginx"] + (["floor"] if floor_cases else [])
+    servers = ["skillcat"] + (["baseline"] if baseline else []) + ["nginx"] + (["floor"] if floor_cases else [])
     for round_index in range(rounds):
         order = servers if round_index % 2 == 0 else servers[::-1]
         for name in order:
@@ -487,6 +493,12 @@ def measure_catalog(
             if name == "skillcat":
                 server, port = start_skillcat(binary, arguments, work, workers, skills)
                 etag = skillcat_etag
+            elif name == "baseline":
+                assert baseline is not None
+                server, port = start_skillcat(baseline, arguments, work, workers, skills)
+                # Its own tag; it must answer the same bytes (`verify`), or the two builds would
+                # not be doing the same work.
+                etag = request(port, "GET", "/skills").headers["etag"]
             elif name == "nginx":
                 server, port = start_nginx(nginx, work, workers, catalog_file, load_path, load_file)
                 etag = request(port, "GET", "/skills").headers["etag"]
@@ -503,7 +515,7 @@ def measure_catalog(
                 server.check_alive()
             finally:
                 status = server.stop()
-            if status not in (0, None) and name == "skillcat":
+            if status not in (0, None) and name in ("skillcat", "baseline"):
                 raise BenchError(f"skillcat exited with status {status}:\n{server.log_tail()}")
     return result
 

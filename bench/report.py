@@ -108,6 +108,22 @@ def http_rows(result: dict) -> list[dict]:
             "verdict": verdict(ratio >= HTTP_MIN_RATIO),
             "value": ratio,
         })
+        base = result.get("baseline", {}).get("runs", {}).get(key)
+        if base:
+            # Paired by round: each round measures the two builds one right after the other.
+            quotients = [mine["rps"] / theirs_run["rps"] for mine, theirs_run in zip(ours, base)]
+            base_rps, base_p50, base_p99 = (median_of(base, metric) for metric in ("rps", "p50_us", "p99_us"))
+            faster = sum(quotient > 1 for quotient in quotients)
+            rows.append({
+                "id": row_id,
+                "what": f"{what}: this build against the baseline build, in the same rounds",
+                "skillcat": f"{rps(our_rps)}; p50 {ms(our_p50)}, p99 {ms(our_p99)}{cpu(ours)}",
+                "reference": f"baseline {rps(base_rps)}; p50 {ms(base_p50)}, p99 {ms(base_p99)}{cpu(base)}",
+                "ratio": f"{statistics.median(quotients):.2f}× req/s (median of the rounds' quotients; faster in "
+                         f"{faster} of {len(quotients)}); p99 {our_p99 / base_p99:.2f}× the baseline's",
+                "target": "—",
+                "verdict": "info",
+            })
         floor = result.get("floor", {}).get("runs", {}).get(key)
         if floor:
             floor_rps, floor_p50, floor_p99 = (median_of(floor, metric) for metric in ("rps", "p50_us", "p99_us"))
