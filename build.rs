@@ -18,6 +18,7 @@ const OPTION: &str = "-Wl,-z,pack-relative-relocs";
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-env-changed=RUSTC_LINKER");
     let target = |key: &str| std::env::var(key).unwrap_or_default();
     let native = target("HOST") == target("TARGET");
     if native && target("CARGO_CFG_TARGET_OS") == "linux" && target("CARGO_CFG_TARGET_ENV") == "gnu" {

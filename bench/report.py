@@ -98,10 +98,11 @@ def http_rows(result: dict) -> list[dict]:
         our_p50, their_p50 = median_of(ours, "p50_us"), median_of(theirs, "p50_us")
         our_p99, their_p99 = median_of(ours, "p99_us"), median_of(theirs, "p99_us")
         ratio = our_rps / their_rps
+        our_cell = f"{rps(our_rps)}; p50 {ms(our_p50)}, p99 {ms(our_p99)}{cpu(ours)}"
         rows.append({
             "id": row_id,
             "what": what,
-            "skillcat": f"{rps(our_rps)}; p50 {ms(our_p50)}, p99 {ms(our_p99)}{cpu(ours)}",
+            "skillcat": our_cell,
             "reference": f"nginx {rps(their_rps)}; p50 {ms(their_p50)}, p99 {ms(their_p99)}{cpu(theirs)}",
             "ratio": f"{ratio:.2f}× req/s; p99 {our_p99 / their_p99:.2f}× nginx's",
             "target": f"≥ {HTTP_MIN_RATIO:.1f}× req/s",
@@ -117,7 +118,7 @@ def http_rows(result: dict) -> list[dict]:
             rows.append({
                 "id": row_id,
                 "what": f"{what}: this build against the baseline build, in the same rounds",
-                "skillcat": f"{rps(our_rps)}; p50 {ms(our_p50)}, p99 {ms(our_p99)}{cpu(ours)}",
+                "skillcat": our_cell,
                 "reference": f"baseline {rps(base_rps)}; p50 {ms(base_p50)}, p99 {ms(base_p99)}{cpu(base)}",
                 "ratio": f"{statistics.median(quotients):.2f}× req/s (median of the rounds' quotients; faster in "
                          f"{faster} of {len(quotients)}); p99 {our_p99 / base_p99:.2f}× the baseline's",
@@ -130,7 +131,7 @@ def http_rows(result: dict) -> list[dict]:
             rows.append({
                 "id": row_id,
                 "what": f"{label}, {skills:,} skills: skillcat against the hyper floor (a fixed 304, bench/hyper-floor)",
-                "skillcat": f"{rps(our_rps)}; p50 {ms(our_p50)}, p99 {ms(our_p99)}{cpu(ours)}",
+                "skillcat": our_cell,
                 "reference": f"hyper floor {rps(floor_rps)}; p50 {ms(floor_p50)}, p99 {ms(floor_p99)}{cpu(floor)}",
                 "ratio": f"{our_rps / floor_rps:.2f}× req/s; p99 {our_p99 / floor_p99:.2f}× the floor's; "
                          f"the floor {floor_rps / their_rps:.2f}× nginx's req/s",

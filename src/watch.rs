@@ -20,8 +20,9 @@
 //! has open, which is watched before the walk lists it, so the tree is walked once, not twice.
 //! What the walk did not open (beyond its bounds) the watcher watches itself afterwards
 //! ([`Watcher::finish_walk`]). When the walk meets the limit on watches, the tree's gap is the
-//! folders the walk found in it (not those inside a folder beyond its depth bound), so that a tree too
-//! large to watch is not walked twice more to find where the limit stops and how large it is.
+//! folders the walk found in it, so that a tree too large to watch is not walked twice more to
+//! find where the limit stops and how large it is. The walk lists what its bounds let it: the
+//! folders inside one beyond its depth bound, or past its bound on entries, are not counted.
 //!
 //! What the kernel reports arrives as a [`Change`] at the callback the watcher was made with, on
 //! the watcher's thread, the events of one read at a time.
@@ -312,12 +313,7 @@ impl Watcher {
         outcome.complete &= trees.is_empty();
         let walk = WalkWatch {
             shared: Arc::clone(&self.shared),
-            state: Mutex::new(WalkState {
-                opened: vec![false; trees.len()],
-                found: vec![0; trees.len()],
-                short: vec![false; trees.len()],
-                ..WalkState::default()
-            }),
+            state: Mutex::new(WalkState { seen: vec![TreeSeen::default(); trees.len()], ..WalkState::default() }),
             trees,
         };
         (outcome, Arc::new(walk))
@@ -362,27 +358,27 @@ impl Watcher {
         // At the limit, which trees the walk left folders of unwatched: those listed after the
         // limit was met, and those it listed and did not open (or some of them, when the limit
         // was met watching them here).
-        let mut short = state.short;
+        let mut seen = state.seen;
         if limit_reached {
             for (path, parent) in &state.parents {
                 if !parent.unopened.is_empty() {
-                    for tree in state.roots.trees_of(path) {
-                        short[*tree] = true;
+                    for &tree in state.roots.trees_of(path) {
+                        seen[tree].short = true;
                     }
                 }
             }
         }
-        for (index, (tree, opened)) in walk.trees.iter().zip(state.opened).enumerate() {
-            if opened {
+        for (tree, seen) in walk.trees.iter().zip(seen) {
+            if seen.opened {
                 if !self.watched.contains(tree) {
                     self.watched.push(tree.clone());
                 }
-                if limit_reached && short[index] {
+                if limit_reached && seen.short {
                     // The watches the walk placed stay; the rest is tried again later, and the
                     // gap is what the walk found, so the tree is not walked twice more.
                     finished.outcome.limit_reached += 1;
                     finished.outcome.complete = false;
-                    let gap = gap_of(tree, state.found[index]);
+                    let gap = gap_of(tree, seen.found);
                     self.partial.push(PartialWatch {
                         watch: tree.clone(),
                         retry_at: Instant::now() + WATCH_RETRY,
@@ -471,15 +467,10 @@ pub struct WalkWatch {
 struct WalkState {
     /// Set by [`Watcher::finish_walk`]: a walk told of folders later is not listened to.
     closed: bool,
-    /// Whether the walk opened each tree's root (as a root of its own).
-    opened: Vec<bool>,
+    /// What the walk saw of each tree, in the order of [`WalkWatch::trees`].
+    seen: Vec<TreeSeen>,
     /// The roots the walk opened and watched, as it names them, with the trees found at each.
     roots: Roots,
-    /// The folders the walk found in each tree: the root and every folder listed beneath it. A
-    /// tree met at the limit has this as its gap, rather than a walk of its own.
-    found: Vec<u64>,
-    /// Whether the walk left a folder of each tree unwatched at the limit.
-    short: Vec<bool>,
     /// The folders listed with folders in them, by the walk's path for them: their watch, and
     /// the folders in them the walk has not opened (yet).
     parents: HashMap<Box<[u8]>, Parent>,
@@ -488,13 +479,25 @@ struct WalkState {
     failures: Vec<WatchError>,
 }
 
+/// What a walk saw of one tree it was asked to watch.
+#[derive(Clone, Copy, Default)]
+struct TreeSeen {
+    /// Whether the walk opened the tree's root (as a root of its own).
+    opened: bool,
+    /// The folders the walk found in the tree: the root and every folder listed beneath it. A tree
+    /// met at the limit has this as its gap, rather than a walk of its own.
+    found: u64,
+    /// Whether the walk left a folder of the tree unwatched.
+    short: bool,
+}
+
 impl WalkState {
     /// Counts the `subfolders` listed in the folder at `path` (the walk's path) in its trees; and
     /// that the folder is not watched, when `unwatched`.
     fn count(&mut self, path: &[u8], subfolders: u64, unwatched: bool) {
         for &tree in self.roots.trees_of(path) {
-            self.found[tree] += subfolders;
-            self.short[tree] |= unwatched;
+            self.seen[tree].found += subfolders;
+            self.seen[tree].short |= unwatched;
         }
     }
 }
@@ -583,10 +586,10 @@ impl skillcat_core::FolderObserver for WalkWatch {
                 self.shared.folders().root(wd, Path::new(&name), true);
                 let mut state = lock(&self.state);
                 // A tree opened again (beneath two roots of the walk) is counted once.
-                let trees: Vec<usize> = trees.into_iter().filter(|&tree| !state.opened[tree]).collect();
+                let trees: Vec<usize> = trees.into_iter().filter(|&tree| !state.seen[tree].opened).collect();
                 for &tree in &trees {
-                    state.opened[tree] = true;
-                    state.found[tree] += 1;
+                    state.seen[tree].opened = true;
+                    state.seen[tree].found += 1;
                 }
                 state.roots.0.push((path.into(), trees));
             }
