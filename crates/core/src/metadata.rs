@@ -61,18 +61,18 @@ pub(crate) fn parse_fields<'a>(
     let mut description = "";
     let mut lines = pystr::splitlines(content).peekable();
     if lines.next_if(|first| pystr::strip(first) == "---").is_some() {
-        let mut frontmatter = Vec::new();
-        loop {
-            match lines.next() {
-                Some(line) if pystr::rstrip(line) == "---" => break,
-                Some(line) => frontmatter.push(line),
-                None => return Err(MetadataErrorKind::UnterminatedFrontmatter),
-            }
-        }
+        // Lines are read as they come; an unterminated frontmatter is reported before anything
+        // wrong within it, so the first such error waits for the closing line.
+        let mut refused = None;
         let mut seen_name = false;
         let mut seen_description = false;
-        for line in frontmatter {
-            if line.chars().next().is_none_or(pystr::is_space) {
+        loop {
+            let line = match lines.next() {
+                Some(line) if pystr::rstrip(line) == "---" => break,
+                Some(line) => line,
+                None => return Err(MetadataErrorKind::UnterminatedFrontmatter),
+            };
+            if refused.is_some() || line.chars().next().is_none_or(pystr::is_space) {
                 continue;
             }
             let (key, value) = match line.split_once(':') {
@@ -84,25 +84,14 @@ pub(crate) fn parse_fields<'a>(
                 "description" => ("description", &mut seen_description),
                 _ => continue,
             };
-            let value = pystr::strip(value.unwrap_or(""));
-            if *seen || value.is_empty() || value.starts_with(['|', '>', '{', '[', '&', '*', '!']) {
-                return Err(MetadataErrorKind::NotSingleLine { key });
+            match field_value(pystr::strip(value.unwrap_or("")), key, seen) {
+                Ok(value) if key == "name" => name = value,
+                Ok(value) => description = value,
+                Err(error) => refused = Some(error),
             }
-            *seen = true;
-            let value = match value.chars().next() {
-                Some(quote @ ('"' | '\'')) => {
-                    if value.len() < 2 || !value.ends_with(quote) {
-                        return Err(MetadataErrorKind::UnclosedQuote { key });
-                    }
-                    &value[1..value.len() - 1]
-                }
-                _ => value,
-            };
-            if key == "name" {
-                name = value;
-            } else {
-                description = value;
-            }
+        }
+        if let Some(error) = refused {
+            return Err(error);
         }
     }
     if description.is_empty() {
@@ -115,6 +104,24 @@ pub(crate) fn parse_fields<'a>(
         description = FALLBACK_DESCRIPTION;
     }
     Ok((name, pystr::take_chars(description, MAX_DESCRIPTION_CHARS)))
+}
+
+/// A frontmatter field's value once stripped, without its quotes; a second value for the same
+/// key (`seen`), an empty one, a block or flow value, an anchor, alias or tag is refused.
+fn field_value<'a>(value: &'a str, key: &'static str, seen: &mut bool) -> Result<&'a str, MetadataErrorKind> {
+    if *seen || value.is_empty() || value.starts_with(['|', '>', '{', '[', '&', '*', '!']) {
+        return Err(MetadataErrorKind::NotSingleLine { key });
+    }
+    *seen = true;
+    match value.chars().next() {
+        Some(quote @ ('"' | '\'')) => {
+            if value.len() < 2 || !value.ends_with(quote) {
+                return Err(MetadataErrorKind::UnclosedQuote { key });
+            }
+            Ok(&value[1..value.len() - 1])
+        }
+        _ => Ok(value),
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +151,9 @@ mod tests {
     #[test]
     fn frontmatter_errors_carry_the_location() {
         assert_eq!(parse("---\nname: a\n").unwrap_err(), "/s/demo/SKILL.md: unterminated skill frontmatter");
+        // Unterminated is said before anything wrong within, and the first of those before later ones.
+        assert_eq!(parse("---\nname: |\n").unwrap_err(), "/s/demo/SKILL.md: unterminated skill frontmatter");
+        assert_eq!(parse("---\nname: 'a\ndescription: |\n---").unwrap_err(), "/s/demo/SKILL.md: unclosed name quote");
         assert_eq!(parse("---\nname: \"a\n---").unwrap_err(), "/s/demo/SKILL.md: unclosed name quote");
         assert_eq!(parse("---\nname: '\n---").unwrap_err(), "/s/demo/SKILL.md: unclosed name quote");
         assert_eq!(

@@ -13,7 +13,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::FolderObserver;
 use super::guarded::{self, OsFailure, ReadError, SKILL_FILE};
-use super::path::{join, last_component};
+use super::path::{join_into, last_component};
 use crate::discover::ContentVersion;
 use crate::metadata::parse_fields;
 use crate::pystr;
@@ -81,17 +81,28 @@ pub(super) enum Kind {
     Other,
 }
 
-/// Each thread's reusable buffers: one for `getdents64`, one for file content; and whom to tell
-/// of each folder opened, if anyone.
+/// Each thread's reusable buffers: for `getdents64`, for a listing's names and entries as they
+/// are read (a folder then takes them in one allocation each, at their final size), for a
+/// `SKILL.md`'s path and for its content; and whom to tell of each folder opened, if anyone.
 pub(super) struct Buffers {
     pub(super) listing: Vec<u8>,
+    names: Vec<u8>,
+    entries: Vec<Entry>,
+    location: Vec<u8>,
     pub(super) content: Vec<u8>,
     pub(super) observer: Option<Arc<dyn FolderObserver>>,
 }
 
 impl Buffers {
     pub(super) fn new(observer: Option<Arc<dyn FolderObserver>>) -> Self {
-        Buffers { listing: Vec::with_capacity(LISTING_BUFFER), content: Vec::new(), observer }
+        Buffers {
+            listing: Vec::with_capacity(LISTING_BUFFER),
+            names: Vec::new(),
+            entries: Vec::new(),
+            location: Vec::new(),
+            content: Vec::new(),
+            observer,
+        }
     }
 }
 
@@ -119,14 +130,12 @@ pub(super) struct Prepared {
     pub(super) fd: Option<Arc<OwnedFd>>,
 }
 
-impl Prepared {
-    /// Whether the walk goes into this folder's subfolders if it counts the folder: it was listed
-    /// completely and lists a folder.
-    fn has_subfolders(&self) -> bool {
-        match &*self.visit {
-            Ok(folder) => folder.error().is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::Directory),
-            Err(_) => false,
-        }
+/// Whether the walk goes into a folder's subfolders if it counts the folder: it was listed
+/// completely and lists a folder.
+fn has_subfolders(visit: &Visit) -> bool {
+    match visit {
+        Ok(folder) => folder.error().is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::Directory),
+        Err(_) => false,
     }
 }
 
@@ -172,10 +181,10 @@ impl Folder {
     }
 
     /// Reads and parses its `SKILL.md` if it lists one and was listed completely.
-    fn read_skill(&mut self, fd: BorrowedFd<'_>, path: &[u8], buffer: &mut Vec<u8>) {
+    fn read_skill(&mut self, fd: BorrowedFd<'_>, path: &[u8], buffers: &mut Buffers) {
         if self.error().is_none() && self.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
-            let location = join(path, SKILL_FILE.as_bytes());
-            self.skill = Some(read_skill(fd, &location, buffer).map_err(Box::new));
+            join_into(&mut buffers.location, path, SKILL_FILE.as_bytes());
+            self.skill = Some(read_skill(fd, &buffers.location, &mut buffers.content).map_err(Box::new));
         }
     }
 }
@@ -336,44 +345,49 @@ fn prepare_run(
 /// [`prepare`] for a subfolder met by a full walk: its descriptor is kept only if the walk may open
 /// folders beneath it (`descend`, and it lists one).
 pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, descend: bool, buffers: &mut Buffers) -> Prepared {
-    let mut prepared = prepare(opener, path, buffers);
-    if !(descend && prepared.has_subfolders()) {
-        prepared.fd = None;
-    }
-    prepared
+    let (visit, fd) = open_and_list(opener, &path, buffers);
+    let fd = fd.filter(|_| descend && has_subfolders(&visit));
+    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new) }
 }
 
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
 pub(super) fn prepare(opener: &Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
+    let (visit, fd) = open_and_list(opener, &path, buffers);
+    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new) }
+}
+
+/// [`prepare`]'s work: the folder as listed, and its descriptor if it could be opened.
+fn open_and_list(opener: &Opener, path: &[u8], buffers: &mut Buffers) -> (Visit, Option<OwnedFd>) {
     let opened = match opener {
-        Opener::Root => guarded::open_root(&path),
-        Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(&path)),
+        Opener::Root => guarded::open_root(path),
+        Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(path)),
     };
     let fd = match opened {
         Ok(fd) => fd,
-        Err(failure) => return Prepared { path, visit: Arc::new(Err(failure)), fd: None },
+        Err(failure) => return (Err(failure), None),
     };
-    let observed = (buffers.observer.as_deref())
-        .and_then(|observer| Some((observer, observer.opened(&path, fd.as_fd(), matches!(opener, Opener::Root))?)));
-    let (mut folder, fd) = list(fd, &path, &mut buffers.listing);
-    if let Some((observer, token)) = observed {
+    let observed = (buffers.observer.clone())
+        .and_then(|observer| Some((observer.opened(path, fd.as_fd(), matches!(opener, Opener::Root))?, observer)));
+    let (mut folder, fd) = list(fd, path, buffers);
+    if let Some((token, observer)) = observed {
         let mut subfolders =
             (folder.entries.iter()).filter(|entry| entry.kind == Kind::Directory).map(|&entry| folder.name(entry));
-        observer.listed(token, &path, &mut subfolders);
+        observer.listed(token, path, &mut subfolders);
     }
     let names = &folder.names;
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
     folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    folder.read_skill(fd.as_fd(), &path, &mut buffers.content);
-    Prepared { path, visit: Arc::new(Ok(folder)), fd: Some(Arc::new(fd)) }
+    folder.read_skill(fd.as_fd(), path, buffers);
+    (Ok(folder), Some(fd))
 }
 
-pub(super) fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> (Folder, OwnedFd) {
-    let mut names = Vec::new();
-    let mut entries = Vec::new();
+pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut Buffers) -> (Folder, OwnedFd) {
+    let Buffers { listing, names, entries, .. } = buffers;
+    names.clear();
+    entries.clear();
     let mut unexamined = Vec::new();
     let mut error = None;
-    let mut stream = RawDir::new(fd.as_fd(), buffer.spare_capacity_mut());
+    let mut stream = RawDir::new(fd.as_fd(), listing.spare_capacity_mut());
     while let Some(entry) = stream.next() {
         let entry = match entry {
             Ok(entry) => entry,
@@ -408,7 +422,7 @@ pub(super) fn list(fd: OwnedFd, path: &[u8], buffer: &mut Vec<u8>) -> (Folder, O
         entries.push(Entry { start, len: name.len() as u32, kind });
     }
     let trouble = (!unexamined.is_empty() || error.is_some()).then(|| Box::new(Trouble { unexamined, error }));
-    let folder = Folder { names: names.into_boxed_slice(), entries: entries.into_boxed_slice(), trouble, skill: None };
+    let folder = Folder { names: Box::from(&names[..]), entries: Box::from(&entries[..]), trouble, skill: None };
     (folder, fd)
 }
 
@@ -462,7 +476,7 @@ pub(crate) fn skill_of(
 pub(super) fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder {
     let (mut folder, fd) =
         match rustix::fs::openat(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
-            Ok(again) => list(again, path, &mut buffers.listing),
+            Ok(again) => list(again, path, buffers),
             Err(errno) => {
                 return Folder {
                     names: Box::default(),
@@ -475,7 +489,7 @@ pub(super) fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder
     let names = &folder.names;
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
     folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    folder.read_skill(fd.as_fd(), path, &mut buffers.content);
+    folder.read_skill(fd.as_fd(), path, buffers);
     folder
 }
 

@@ -55,12 +55,18 @@ impl AbsoluteRoot {
 /// `str(path / name)` for a directory path and a child name.
 pub(crate) fn join(directory: &[u8], name: &[u8]) -> Vec<u8> {
     let mut path = Vec::with_capacity(directory.len() + 1 + name.len());
+    join_into(&mut path, directory, name);
+    path
+}
+
+/// [`join`] into `path`, which it clears first (a buffer reused across paths).
+pub(crate) fn join_into(path: &mut Vec<u8>, directory: &[u8], name: &[u8]) {
+    path.clear();
     path.extend_from_slice(directory);
     if !path.ends_with(b"/") {
         path.push(b'/');
     }
     path.extend_from_slice(name);
-    path
 }
 
 /// Python's `PurePosixPath.name`.

@@ -61,6 +61,14 @@ impl<'a> Iterator for Lines<'a> {
         let bytes = self.rest.as_bytes();
         let mut at = 0;
         while at < bytes.len() {
+            // Eight bytes at a time while none can start a break: every break starts with a
+            // control character or with a byte of a multi-byte character.
+            if let Some(word) = bytes.get(at..at + 8)
+                && !may_start_break(u64::from_le_bytes(word.try_into().expect("eight bytes")))
+            {
+                at += 8;
+                continue;
+            }
             // The end of this line and the start of the next, if a break starts at `at`.
             let line_break = match bytes[at] {
                 b'\r' if bytes.get(at + 1) == Some(&b'\n') => Some(2),
@@ -80,6 +88,15 @@ impl<'a> Iterator for Lines<'a> {
         self.rest = "";
         Some(line)
     }
+}
+
+/// Whether any of the eight bytes of `word` is below 0x20 or above 0x7F.
+fn may_start_break(word: u64) -> bool {
+    const SPACES: u64 = u64::from_ne_bytes([0x20; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // A byte below 0x20 borrows through its high bit when 0x20 is taken from it; one that had
+    // its high bit set already is caught by `word` itself. A borrow can only start at such a byte.
+    (word.wrapping_sub(SPACES) & !word | word) & HIGH != 0
 }
 
 /// Python's `len(s)`: the number of code points.
@@ -331,6 +348,25 @@ mod tests {
         assert_eq!(lines("a\n\n"), ["a", ""]);
         assert_eq!(lines("a\r\nb\rc\u{2028}d\u{1f}e\u{85}f\u{2029}"), ["a", "b", "c", "d\u{1f}e", "f"]);
         assert_eq!(lines("\r\r\n\u{b}\u{c}\u{1c}\u{1d}\u{1e}x\u{2027}"), ["", "", "", "", "", "", "", "x\u{2027}"]);
+        // Breaks at every offset of a run of eight bytes that may be skipped whole.
+        for at in 0..20 {
+            for line_break in ["\n", "\r\n", "\u{b}", "\u{1e}", "\u{85}", "\u{2028}"] {
+                let text = format!("{}{line_break}{}", "a".repeat(at), "b".repeat(20 - at));
+                assert_eq!(splitlines(&text).collect::<Vec<_>>(), ["a".repeat(at), "b".repeat(20 - at)], "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_bytes_outside_printable_ascii_may_start_a_break() {
+        for byte in 0..=u8::MAX {
+            for at in 0..8 {
+                let mut word = [b'x'; 8];
+                word[at] = byte;
+                let expected = !(0x20..=0x7f).contains(&byte);
+                assert_eq!(may_start_break(u64::from_le_bytes(word)), expected, "{byte:#x} at {at}");
+            }
+        }
     }
 
     #[test]
