@@ -48,9 +48,13 @@ pub(crate) struct FileKey {
 }
 
 impl FileKey {
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
     // The field types of `struct stat` differ between architectures.
     #[allow(clippy::unnecessary_cast)]
-    fn of(stat: &Stat) -> Self {
+    pub(crate) fn of(stat: &Stat) -> Self {
         FileKey {
             device: stat.st_dev as u64,
             inode: stat.st_ino as u64,
@@ -108,9 +112,11 @@ pub(crate) struct Listed {
     pub folders: Vec<String>,
 }
 
-/// Lists skills' files during one scan, reusing the previous scan's digests.
+/// Lists skills' files during one scan, reusing the previous scan's digests and those its walk
+/// took of the `SKILL.md` files it read.
 pub(crate) struct Lister<'p> {
     previous: &'p Hashes,
+    seeded: &'p Hashes,
     /// The digests of the files this scan listed whose status has settled: the next scan's
     /// `previous`.
     pub current: Hashes,
@@ -159,10 +165,11 @@ impl Tree {
 impl<'p> Lister<'p> {
     /// A lister that trusts the digests of files whose status changed at least `settle_seconds`
     /// before now.
-    pub(crate) fn new(previous: &'p Hashes, settle_seconds: i64, capacity: usize) -> Self {
+    pub(crate) fn new(previous: &'p Hashes, seeded: &'p Hashes, settle_seconds: i64, capacity: usize) -> Self {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
         Lister {
             previous,
+            seeded,
             current: Hashes::with_capacity_and_hasher(capacity, BuildHasherDefault::default()),
             settled_before: i64::try_from(now).unwrap_or(i64::MAX).saturating_sub(settle_seconds),
             hashed: 0,
@@ -304,9 +311,10 @@ impl<'p> Lister<'p> {
                 return Ok(());
             }
         };
-        // A file seen by the last scan or earlier in this one (a hard link, or a nested skill
-        // listed on its own) is not read again.
-        let (key, digest) = match self.previous.get(&key).or_else(|| self.current.get(&key)) {
+        // A file seen by the last scan or earlier in this one (by its walk, as a hard link, or
+        // for a nested skill listed on its own) is not read again.
+        let known = self.previous.get(&key).or_else(|| self.seeded.get(&key)).or_else(|| self.current.get(&key));
+        let (key, digest) = match known {
             Some(&digest) => (key, digest),
             None => match self.hash_settled(folder, name, key) {
                 Ok(Hashed::Settled(key, digest)) => (key, digest),
@@ -419,20 +427,36 @@ impl<'p> Lister<'p> {
 /// kernel stamps changes with a coarse clock that lags the precise one, and here moved in jumps
 /// of over 15 ms, so a file truncated a moment ago can carry a stamp that looks settled.
 fn wait_until_settled(key: &FileKey) {
-    use rustix::time::{ClockId, clock_gettime};
+    if !settled(key, Stamp::now()) {
+        std::thread::sleep(SETTLED);
+    }
+}
+
+/// A moment as file systems stamp changes, in nanoseconds since the epoch: the earlier of the
+/// fine and the coarse clock, since a change may be stamped from either.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp(i128);
+
+impl Stamp {
+    pub(crate) fn now() -> Self {
+        use rustix::time::{ClockId, clock_gettime};
+        let at = |clock: ClockId| {
+            let now = clock_gettime(clock);
+            i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec)
+        };
+        Stamp(at(ClockId::Realtime).min(at(ClockId::RealtimeCoarse)))
+    }
+}
+
+/// Whether a file whose status is `key` may be read at `now` with any later write changing its
+/// status: its last change is more than [`RECENT`] before.
+pub(crate) fn settled(key: &FileKey, now: Stamp) -> bool {
     let (seconds, nanos) = key.changed;
-    let changed = i128::from(seconds) * 1_000_000_000 + i128::from(nanos);
-    let since = |clock: ClockId| {
-        let now = clock_gettime(clock);
-        i128::from(now.tv_sec) * 1_000_000_000 + i128::from(now.tv_nsec) - changed
-    };
-    let since = since(ClockId::Realtime).min(since(ClockId::RealtimeCoarse));
+    let since = now.0 - (i128::from(seconds) * 1_000_000_000 + i128::from(nanos));
     let recent = RECENT.as_nanos() as i128;
     // Stamped far ahead is a clock that is off (a network file system's, say): waiting would not
     // tell more, and every new file would cost the wait.
-    if (-recent..recent).contains(&since) {
-        std::thread::sleep(SETTLED);
-    }
+    !(-recent..recent).contains(&since)
 }
 
 /// A folder's entries: names back to back, and each one's start, length and type.

@@ -117,16 +117,23 @@ pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[&[u8]]) -> Result
 /// 4,000,000 bytes of UTF-8.
 pub(crate) fn read_skill_file(directory: BorrowedFd<'_>) -> Result<String, ReadError> {
     let mut content = Vec::new();
-    read_skill_file_into(directory, &mut content)?;
+    drop(read_skill_file_into(directory, &mut content)?);
     String::from_utf8(content)
         .map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(error.as_bytes(), &error.utf8_error())))
+}
+
+/// A `SKILL.md` read whole: its content, and the file, still open, with its status when opened.
+pub(crate) struct SkillFileRead<'a> {
+    pub content: &'a str,
+    pub file: std::fs::File,
+    pub stat: Stat,
 }
 
 /// As [`read_skill_file`], into a buffer the caller reuses.
 pub(crate) fn read_skill_file_into<'a>(
     directory: BorrowedFd<'_>,
     content: &'a mut Vec<u8>,
-) -> Result<&'a str, ReadError> {
+) -> Result<SkillFileRead<'a>, ReadError> {
     let fd =
         rustix::fs::openat(directory, SKILL_FILE, FILE_FLAGS, Mode::empty()).map_err(|e| ReadError::Os(e.into()))?;
     let stat = rustix::fs::fstat(&fd).map_err(|e| ReadError::Os(e.into()))?;
@@ -134,18 +141,26 @@ pub(crate) fn read_skill_file_into<'a>(
         return Err(ReadError::NotRegular);
     }
     let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
-    read_limited(fd, size, MAX_FILE_BYTES, content).map_err(ReadError::Os)?;
+    let file = std::fs::File::from(fd);
+    read_limited(&file, size, MAX_FILE_BYTES, content).map_err(ReadError::Os)?;
     if content.len() > MAX_FILE_BYTES {
         return Err(ReadError::TooLarge);
     }
-    std::str::from_utf8(content).map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(content, &error)))
+    let content: &'a [u8] = content;
+    let content =
+        std::str::from_utf8(content).map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(content, &error)))?;
+    Ok(SkillFileRead { content, file, stat })
 }
 
 /// Reads at most `limit + 1` bytes into `content`, so that a file over `limit` is recognized
 /// without reading it all. A read that stops short exactly at the size `fstat` reported is the
 /// end of the file, which saves the extra `read` returning 0.
-pub(crate) fn read_limited(fd: OwnedFd, size: usize, limit: usize, content: &mut Vec<u8>) -> std::io::Result<()> {
-    let mut file = std::fs::File::from(fd);
+pub(crate) fn read_limited(
+    mut file: &std::fs::File,
+    size: usize,
+    limit: usize,
+    content: &mut Vec<u8>,
+) -> std::io::Result<()> {
     content.clear();
     content.resize(size.min(limit).saturating_add(1), 0);
     let mut filled = 0;

@@ -12,9 +12,11 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::FolderObserver;
-use super::guarded::{self, OsFailure, ReadError, SKILL_FILE};
+use super::files::{self, FileKey, Hashes, Stamp};
+use super::guarded::{self, OsFailure, ReadError, SKILL_FILE, SkillFileRead};
 use super::path::{join_into, last_component};
 use crate::discover::ContentVersion;
+use crate::files::Digest;
 use crate::metadata::parse_fields;
 use crate::pystr;
 use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
@@ -83,7 +85,8 @@ pub(super) enum Kind {
 
 /// Each thread's reusable buffers: for `getdents64`, for a listing's names and entries as they
 /// are read (a folder then takes them in one allocation each, at their final size), for a
-/// `SKILL.md`'s path and for its content; and whom to tell of each folder opened, if anyone.
+/// `SKILL.md`'s path and for its content; whom to tell of each folder opened, if anyone; and the
+/// digests it took, if the scan lists files.
 pub(super) struct Buffers {
     pub(super) listing: Vec<u8>,
     names: Vec<u8>,
@@ -91,6 +94,36 @@ pub(super) struct Buffers {
     location: Vec<u8>,
     pub(super) content: Vec<u8>,
     pub(super) observer: Option<Arc<dyn FolderObserver>>,
+    pub(super) digests: Option<Digests>,
+}
+
+/// The digests of the `SKILL.md` files a walk reads, for the listing of the skills' files that
+/// follows it: a file the walk has read whole is not read again there. Only files the last
+/// scan's digests do not cover are hashed, and only those read once their status had settled
+/// and unchanged by the end of the read, so a digest stands for exactly the content its status
+/// names (as one taken by the listing itself would).
+pub(crate) struct Digests {
+    known: Arc<Hashes>,
+    pub(super) taken: Vec<(FileKey, Digest)>,
+}
+
+impl Digests {
+    pub(crate) fn new(known: Arc<Hashes>) -> Self {
+        Digests { known, taken: Vec::new() }
+    }
+
+    /// Takes the digest of `read`, opened after `opened_after`, if it is new and settled.
+    fn take(&mut self, read: &SkillFileRead<'_>, opened_after: Stamp) {
+        let key = FileKey::of(&read.stat);
+        let whole = u64::try_from(read.content.len()).is_ok_and(|len| len == key.size());
+        if !whole || !files::settled(&key, opened_after) || self.known.contains_key(&key) {
+            return;
+        }
+        match rustix::fs::fstat(&read.file) {
+            Ok(after) if FileKey::of(&after) == key => self.taken.push((key, Digest::of(read.content.as_bytes()))),
+            _ => {}
+        }
+    }
 }
 
 impl Buffers {
@@ -102,6 +135,7 @@ impl Buffers {
             location: Vec::new(),
             content: Vec::new(),
             observer,
+            digests: None,
         }
     }
 }
@@ -184,7 +218,8 @@ impl Folder {
     fn read_skill(&mut self, fd: BorrowedFd<'_>, path: &[u8], buffers: &mut Buffers) {
         if self.error().is_none() && self.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
             join_into(&mut buffers.location, path, SKILL_FILE.as_bytes());
-            self.skill = Some(read_skill(fd, &buffers.location, &mut buffers.content).map_err(Box::new));
+            let Buffers { location, content, digests, .. } = buffers;
+            self.skill = Some(read_skill(fd, location, content, digests.as_mut()).map_err(Box::new));
         }
     }
 }
@@ -253,6 +288,8 @@ pub(super) struct Queue {
     pub(super) observer: Option<Arc<dyn FolderObserver>>,
     /// Descriptors kept by runs and not yet handed to the walk (see [`MAX_KEPT_AHEAD`]).
     pub(super) kept: AtomicUsize,
+    /// The last scan's digests, when the helpers take the digests of what they read.
+    pub(super) digests: Option<Arc<Hashes>>,
 }
 
 #[derive(Default)]
@@ -285,9 +322,10 @@ impl Queue {
     /// A helper thread's loop: prepare queued folders until the walk ends, sleeping while there
     /// are none. It never polls with `sched_yield`: on a machine with other work, each yield hands
     /// the core to another process for a time slice, and the walk, never yielding, ended up
-    /// preparing nearly every folder itself.
-    pub(super) fn serve(&self) {
+    /// preparing nearly every folder itself. Gives the digests it took.
+    pub(super) fn serve(&self) -> Vec<(FileKey, Digest)> {
         let mut buffers = Buffers::new(self.observer.clone());
+        buffers.digests = self.digests.clone().map(Digests::new);
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(task) = state.tasks.pop_front() {
@@ -295,7 +333,7 @@ impl Queue {
                 task.run(&mut buffers, &self.kept);
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else if state.closed {
-                return;
+                return buffers.digests.map(|digests| digests.taken).unwrap_or_default();
             } else {
                 state.idle += 1;
                 state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
@@ -426,15 +464,26 @@ pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut Buffers) -> (Folder, 
     (folder, fd)
 }
 
-/// Reads and parses one `SKILL.md`; `path` is its location.
-pub(super) fn read_skill(
+/// Reads and parses one `SKILL.md`; `path` is its location. The digest of a skill's file goes
+/// to `digests`, if given.
+fn read_skill(
     folder: BorrowedFd<'_>,
     path: &[u8],
     buffer: &mut Vec<u8>,
+    digests: Option<&mut Digests>,
 ) -> Result<(Skill, ContentVersion), Diagnostic> {
-    let content = guarded::read_skill_file_into(folder, buffer);
+    let opened_after = digests.is_some().then(Stamp::now);
+    let read = guarded::read_skill_file_into(folder, buffer);
     let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
-    skill_of(content, path, last_component(folder_path))
+    let (content, read) = match read {
+        Ok(read) => (Ok(read.content), Some(read)),
+        Err(error) => (Err(error), None),
+    };
+    let skill = skill_of(content, path, last_component(folder_path))?;
+    if let (Some(digests), Some(read), Some(opened_after)) = (digests, read, opened_after) {
+        digests.take(&read, opened_after);
+    }
+    Ok(skill)
 }
 
 /// The skill a `SKILL.md` read as `content` describes, or nagents' diagnostic: `path` is its

@@ -60,7 +60,8 @@ pub trait FolderObserver: Send + Sync {
 /// `SKILL.md`, nested skills' included; see [`FileListing`]) by the same guarded walk, with
 /// bounds of its own, independent of `max_entries` and `max_depth`. Digests are SHA-256; a
 /// rescan reads only files whose (device, inode, size, modification and change times) differ
-/// from what the previous scan saw.
+/// from what the previous scan saw, and a `SKILL.md` the walk read whole is not read again for
+/// its digest (the walk takes it, under the same conditions as the listing's own reads).
 ///
 /// [`descriptors_only`](Self::descriptors_only) makes a source of nagents' view alone: no file
 /// listings, no digests, nothing kept for rescans (a command that answers once).
@@ -202,7 +203,11 @@ impl DirectorySkillDiscoverer {
         let config = &self.inner;
         *lock(&config.picture) = None;
         let observer = lock(&config.observer).take();
-        let outcome = walk::scan(&config.roots, config.max_entries, config.max_depth, config.folder_view, observer);
+        // With a folder view, the walk takes the digests of the `SKILL.md` files it reads, so that
+        // listing the skills' files after it does not read them again.
+        let digests = config.folder_view.then(|| Arc::clone(&lock(&config.hashes)));
+        let outcome =
+            walk::scan(&config.roots, config.max_entries, config.max_depth, config.folder_view, observer, digests);
         if !config.folder_view {
             return self.descriptors(outcome);
         }
@@ -234,7 +239,8 @@ impl DirectorySkillDiscoverer {
                 touched.push(lexical);
             }
         }
-        let outcome = walk::scan_from(&config.roots, config.max_entries, config.max_depth, picture);
+        let digests = Some(Arc::clone(&lock(&config.hashes)));
+        let outcome = walk::scan_from(&config.roots, config.max_entries, config.max_depth, picture, digests);
         if outcome.lost {
             return None;
         }
@@ -333,7 +339,10 @@ impl DirectorySkillDiscoverer {
                 previous.files.get(index).cloned()
             })
             .collect();
-        let files = match self.list_files(&found, &outcome.roots, &reused, &known, touched.is_some()) {
+        let seeded: Hashes = std::mem::take(&mut outcome.digests).into_iter().collect();
+        // Read and hashed by the walk rather than by the listing.
+        self.inner.files_hashed.fetch_add(seeded.len() as u64, Ordering::Relaxed);
+        let files = match self.list_files(&found, &outcome.roots, &reused, &known, &seeded, touched.is_some()) {
             Ok(files) => files,
             Err(error) => {
                 *lock(&self.inner.unlisted) = unlisted;
@@ -412,8 +421,7 @@ impl DirectorySkillDiscoverer {
         let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
         let size = usize::try_from(size).unwrap_or(usize::MAX);
         let mut content = Vec::new();
-        guarded::read_limited(file.into(), size, limit, &mut content)
-            .map_err(|error| file_error(skill, path, error))?;
+        guarded::read_limited(&file, size, limit, &mut content).map_err(|error| file_error(skill, path, error))?;
         if content.len() > limit {
             return Err(SkillError::Changed { name: skill.name().clone() });
         }
@@ -453,6 +461,7 @@ impl DirectorySkillDiscoverer {
     /// walk opened them, on a few threads. A nested skill's listing is cut from its enclosing
     /// skill's when that one is complete and entered its folder, so no folder is walked twice.
     /// `reused[i]`: the listing of `found[i]` known to be current (it is not listed again).
+    /// `seeded`: the digests the walk took of the files it read.
     /// `partial`: the digests of files not listed now are kept for later scans (a rescan of a
     /// few skills); otherwise only those of the files listed now are.
     fn list_files(
@@ -461,6 +470,7 @@ impl DirectorySkillDiscoverer {
         roots: &[Option<Arc<OwnedFd>>],
         reused: &[Option<Arc<FileListing>>],
         known: &[Option<Arc<FileListing>>],
+        seeded: &Hashes,
         partial: bool,
     ) -> Result<Vec<Arc<FileListing>>, SkillError> {
         // Taken out while listing, so that a partial pass can add to it without a copy.
@@ -484,7 +494,8 @@ impl DirectorySkillDiscoverer {
             .min(MAX_LISTING_THREADS)
             .min(order.len().div_ceil(MIN_SKILLS_PER_THREAD))
             .max(1);
-        let pass = FilePass { source: self, found, folders: &folders, roots, previous: &previous, known, threads };
+        let pass =
+            FilePass { source: self, found, folders: &folders, roots, previous: &previous, seeded, known, threads };
         let runs: Vec<&[usize]> = order.chunks(order.len().div_ceil(threads).max(1)).collect();
         let results: Vec<Result<Run, SkillError>> = std::thread::scope(|scope| {
             let helpers: Vec<_> = runs
@@ -571,6 +582,8 @@ struct FilePass<'a> {
     folders: &'a [Vec<&'a [u8]>],
     roots: &'a [Option<Arc<OwnedFd>>],
     previous: &'a Hashes,
+    /// The digests this scan's walk took.
+    seeded: &'a Hashes,
     /// The last scan's listing of each skill, if it had one.
     known: &'a [Option<Arc<FileListing>>],
     threads: usize,
@@ -588,7 +601,7 @@ impl FilePass<'_> {
     fn run(&self, run: &[usize]) -> Result<Run, SkillError> {
         let (found, folders) = (self.found, self.folders);
         let capacity = self.previous.len() / self.threads;
-        let mut lister = Lister::new(self.previous, self.source.inner.settle_seconds, capacity);
+        let mut lister = Lister::new(self.previous, self.seeded, self.source.inner.settle_seconds, capacity);
         let mut listings = Vec::with_capacity(run.len());
         // The complete listings of the skills enclosing the current one, outermost first.
         let mut enclosing: Vec<(usize, Arc<FileListing>, Vec<String>)> = Vec::new();

@@ -236,3 +236,54 @@ proptest::proptest! {
         }
     }
 }
+
+/// With a folder view, the walk takes the digest of each skill's `SKILL.md` it reads, so that
+/// listing the skills' files after it does not read them again: only of a file whose last change
+/// has settled, that the last scan's digests do not cover, and only of a skill's file. The digest
+/// the listing then holds is the file's.
+#[test]
+fn the_walk_takes_the_digests_of_the_settled_skill_files_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |relative: &str, content: &str| {
+        let path = dir.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        path
+    };
+    let a = write("a/SKILL.md", "---\nname: a\ndescription: The first.\n---\nBody of a.\n");
+    let b = write("b/SKILL.md", "---\nname: b\ndescription: The second.\n---\n");
+    write("not-a-skill/SKILL.md", "---\nname: not a name\n---\n");
+    write("a/notes.md", "Notes.\n");
+    // Settled: changed longer ago than a write in progress could be.
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    write("fresh/SKILL.md", "---\nname: fresh\ndescription: Just written.\n---\n");
+    let key = |path: &std::path::Path| files::FileKey::of(&rustix::fs::stat(path).unwrap());
+    let digest = |path: &std::path::Path| crate::files::Digest::of(&std::fs::read(path).unwrap());
+    let roots = [AbsoluteRoot::new(dir.path().as_os_str()).unwrap()];
+    let taken = |known: files::Hashes| {
+        let digests = walk::scan(&roots, 1000, 16, false, None, Some(Arc::new(known))).digests;
+        let count = digests.len();
+        let taken: files::Hashes = digests.into_iter().collect();
+        assert_eq!(taken.len(), count, "each file once");
+        taken
+    };
+    let expected: files::Hashes = [(key(&a), digest(&a)), (key(&b), digest(&b))].into_iter().collect();
+    assert_eq!(taken(files::Hashes::default()), expected);
+    let known: files::Hashes = [(key(&a), digest(&a))].into_iter().collect();
+    let expected: files::Hashes = [(key(&b), digest(&b))].into_iter().collect();
+    assert_eq!(taken(known), expected, "a digest the last scan has is not taken again");
+    let outcome = walk::scan(&roots, 1000, 16, false, None, None);
+    assert!(outcome.digests.is_empty(), "nagents' view takes none");
+
+    let discoverer = DirectorySkillDiscoverer::new([dir.path()]).unwrap();
+    let discovery = discoverer.scan_blocking().unwrap();
+    let listed = |name: &str| {
+        let index = discovery.skills.iter().position(|skill| skill.name().as_str() == name).unwrap();
+        let files = discovery.files[index].files().unwrap().to_vec();
+        files.into_iter().map(|file| (file.path.to_string(), file.digest)).collect::<Vec<_>>()
+    };
+    let notes = dir.path().join("a/notes.md");
+    assert_eq!(listed("a"), [("SKILL.md".to_owned(), digest(&a)), ("notes.md".to_owned(), digest(&notes))]);
+    assert_eq!(listed("fresh"), [("SKILL.md".to_owned(), digest(&dir.path().join("fresh/SKILL.md")))]);
+    assert_eq!(discoverer.files_hashed(), 4, "each file read and hashed once, by the walk or the listing");
+}

@@ -21,13 +21,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::FolderObserver;
+use super::files::{FileKey, Hashes};
 use super::guarded::{self};
 use super::listing::{
-    Buffers, Diagnostic, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD, Slot, Task, Visit,
-    identity, prepare, prepare_child, relist,
+    Buffers, Diagnostic, Digests, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD, Slot,
+    Task, Visit, identity, prepare, prepare_child, relist,
 };
 use super::path::{AbsoluteRoot, join};
 use crate::discover::ContentVersion;
+use crate::files::Digest;
 use crate::skill::Skill;
 
 const MAX_DIAGNOSTICS: usize = 20;
@@ -60,6 +62,8 @@ pub(crate) struct Outcome {
     /// folder, or a folder vanished while the walk opened the one beneath it): the outcome is to
     /// be thrown away for a full walk.
     pub lost: bool,
+    /// The digests of the `SKILL.md` files the walk read (see [`Digests`]), when asked for.
+    pub digests: Vec<(FileKey, Digest)>,
 }
 
 /// Every folder a walk saw, by path, as it saw it; kept between scans without descriptors.
@@ -96,27 +100,32 @@ impl Picture {
 }
 
 /// A full walk of `roots`, every folder from disk; its picture is left empty unless `keep_picture`
-/// (nothing will rescan from it).
+/// (nothing will rescan from it). With `digests` (the last scan's), the walk takes the digests
+/// of the `SKILL.md` files it reads that those lack.
 pub(crate) fn scan(
     roots: &[AbsoluteRoot],
     max_entries: usize,
     max_depth: usize,
     keep_picture: bool,
     observer: Option<Arc<dyn FolderObserver>>,
+    digests: Option<Arc<Hashes>>,
 ) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
     let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
-    let queue = Queue { observer: observer.clone(), ..Queue::default() };
+    let queue = Queue { observer: observer.clone(), digests: digests.clone(), ..Queue::default() };
     std::thread::scope(|scope| {
-        for _ in 0..helpers {
-            std::thread::Builder::new()
-                .name("skill-scan".into())
-                .spawn_scoped(scope, || queue.serve())
-                .expect("cannot start a scan thread");
-        }
+        let helpers: Vec<_> = (0..helpers)
+            .map(|_| {
+                std::thread::Builder::new()
+                    .name("skill-scan".into())
+                    .spawn_scoped(scope, || queue.serve())
+                    .expect("cannot start a scan thread")
+            })
+            .collect();
         let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Disk(&queue), Picture::default());
         walk.keep_picture = keep_picture;
         walk.buffers.observer = observer;
+        walk.buffers.digests = digests.map(Digests::new);
         for (index, root) in roots.iter().enumerate() {
             if walk.remaining == 0 {
                 break;
@@ -125,8 +134,12 @@ pub(crate) fn scan(
             let prepared = walk.wait(&folder).pop().expect("a root is prepared");
             walk.directory(prepared, 0, index);
         }
-        let outcome = walk.finish();
+        let mut outcome = walk.finish();
         queue.close();
+        for helper in helpers {
+            let taken = helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            outcome.digests.extend(taken);
+        }
         outcome
     })
 }
@@ -134,7 +147,14 @@ pub(crate) fn scan(
 /// A walk of the same roots and bounds from `picture`, with the picture's folders trusted to be
 /// what is on disk (the caller has [forgotten](Picture::forget) every changed path). Folders the
 /// picture lacks are listed from disk, opened beneath their root as the full walk opens them.
-pub(crate) fn scan_from(roots: &[AbsoluteRoot], max_entries: usize, max_depth: usize, picture: Picture) -> Outcome {
+/// Takes digests as [`scan`] does.
+pub(crate) fn scan_from(
+    roots: &[AbsoluteRoot],
+    max_entries: usize,
+    max_depth: usize,
+    picture: Picture,
+    digests: Option<Arc<Hashes>>,
+) -> Outcome {
     let mut opened = Vec::with_capacity(roots.len());
     let mut lost = picture.roots.len() != roots.len();
     for (index, root) in roots.iter().enumerate() {
@@ -145,6 +165,7 @@ pub(crate) fn scan_from(roots: &[AbsoluteRoot], max_entries: usize, max_depth: u
     }
     let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Picture { roots: opened }, picture);
     walk.outcome.lost = lost;
+    walk.buffers.digests = digests.map(Digests::new);
     for (index, root) in roots.iter().enumerate() {
         if walk.remaining == 0 || walk.outcome.lost {
             break;
@@ -230,6 +251,7 @@ impl<'q> Walk<'q> {
         }
         self.picture.roots = outcome.roots.iter().map(|fd| fd.as_deref().and_then(identity)).collect();
         outcome.picture = std::mem::take(&mut self.picture);
+        outcome.digests = self.buffers.digests.take().map(|digests| digests.taken).unwrap_or_default();
         outcome
     }
 
