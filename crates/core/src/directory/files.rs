@@ -449,7 +449,8 @@ impl Stamp {
 }
 
 /// Whether a file whose status is `key` may be read at `now` with any later write changing its
-/// status: its last change is more than [`RECENT`] before.
+/// status: its last change is more than [`RECENT`] before, or stamped that far ahead (a clock
+/// that is off, where waiting would tell no more).
 pub(crate) fn settled(key: &FileKey, now: Stamp) -> bool {
     let (seconds, nanos) = key.changed;
     let since = now.0 - (i128::from(seconds) * 1_000_000_000 + i128::from(nanos));

@@ -83,14 +83,11 @@ pub(super) enum Kind {
     Other,
 }
 
-/// Each thread's reusable buffers: for `getdents64`, for a listing's names and entries as they
-/// are read (a folder then takes them in one allocation each, at their final size), for a
-/// `SKILL.md`'s path and for its content; whom to tell of each folder opened, if anyone; and the
-/// digests it took, if the scan lists files.
+/// Each thread's reusable buffers: for listing a folder, for a `SKILL.md`'s path and for its
+/// content; whom to tell of each folder opened, if anyone; and the digests it took, if the scan
+/// lists files.
 pub(super) struct Buffers {
-    pub(super) listing: Vec<u8>,
-    names: Vec<u8>,
-    entries: Vec<Entry>,
+    listing: ListingBuffers,
     location: Vec<u8>,
     pub(super) content: Vec<u8>,
     pub(super) observer: Option<Arc<dyn FolderObserver>>,
@@ -126,12 +123,19 @@ impl Digests {
     }
 }
 
+/// For `getdents64`, and for a listing's names and entries as they are read: a folder then takes
+/// them in one allocation each, at their final size.
+#[derive(Default)]
+pub(super) struct ListingBuffers {
+    read: Vec<u8>,
+    names: Vec<u8>,
+    entries: Vec<Entry>,
+}
+
 impl Buffers {
     pub(super) fn new(observer: Option<Arc<dyn FolderObserver>>) -> Self {
         Buffers {
-            listing: Vec::with_capacity(LISTING_BUFFER),
-            names: Vec::new(),
-            entries: Vec::new(),
+            listing: ListingBuffers { read: Vec::with_capacity(LISTING_BUFFER), ..ListingBuffers::default() },
             location: Vec::new(),
             content: Vec::new(),
             observer,
@@ -404,10 +408,10 @@ fn open_and_list(opener: &Opener, path: &[u8], buffers: &mut Buffers) -> (Visit,
         Ok(fd) => fd,
         Err(failure) => return (Err(failure), None),
     };
-    let observed = (buffers.observer.clone())
-        .and_then(|observer| Some((observer.opened(path, fd.as_fd(), matches!(opener, Opener::Root))?, observer)));
-    let (mut folder, fd) = list(fd, path, buffers);
-    if let Some((token, observer)) = observed {
+    let observed = (buffers.observer.as_deref())
+        .and_then(|observer| Some((observer, observer.opened(path, fd.as_fd(), matches!(opener, Opener::Root))?)));
+    let (mut folder, fd) = list(fd, path, &mut buffers.listing);
+    if let Some((observer, token)) = observed {
         let mut subfolders =
             (folder.entries.iter()).filter(|entry| entry.kind == Kind::Directory).map(|&entry| folder.name(entry));
         observer.listed(token, path, &mut subfolders);
@@ -419,13 +423,13 @@ fn open_and_list(opener: &Opener, path: &[u8], buffers: &mut Buffers) -> (Visit,
     (Ok(folder), Some(fd))
 }
 
-pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut Buffers) -> (Folder, OwnedFd) {
-    let Buffers { listing, names, entries, .. } = buffers;
+pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut ListingBuffers) -> (Folder, OwnedFd) {
+    let ListingBuffers { read, names, entries } = buffers;
     names.clear();
     entries.clear();
     let mut unexamined = Vec::new();
     let mut error = None;
-    let mut stream = RawDir::new(fd.as_fd(), listing.spare_capacity_mut());
+    let mut stream = RawDir::new(fd.as_fd(), read.spare_capacity_mut());
     while let Some(entry) = stream.next() {
         let entry = match entry {
             Ok(entry) => entry,
@@ -525,7 +529,7 @@ pub(crate) fn skill_of(
 pub(super) fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder {
     let (mut folder, fd) =
         match rustix::fs::openat(fd, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
-            Ok(again) => list(again, path, buffers),
+            Ok(again) => list(again, path, &mut buffers.listing),
             Err(errno) => {
                 return Folder {
                     names: Box::default(),
