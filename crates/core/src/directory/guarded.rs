@@ -118,8 +118,7 @@ pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[&[u8]]) -> Result
 pub(crate) fn read_skill_file(directory: BorrowedFd<'_>) -> Result<String, ReadError> {
     let mut content = Vec::new();
     drop(read_skill_file_into(directory, &mut content)?);
-    String::from_utf8(content)
-        .map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(error.as_bytes(), &error.utf8_error())))
+    Ok(String::from_utf8(content).expect("read_skill_file_into checked the content is UTF-8"))
 }
 
 /// A `SKILL.md` read whole: its content, and the file, still open, with its status when opened.
