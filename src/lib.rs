@@ -19,6 +19,7 @@ pub mod listen;
 pub mod mcp;
 pub mod observability;
 pub mod pages;
+mod parallel;
 pub mod rest;
 pub mod router;
 pub mod server;

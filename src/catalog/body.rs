@@ -202,26 +202,11 @@ const PIECES_PER_THREAD: usize = 16;
 /// when they are many (the first catalog's listing, on the way to ready): the pieces are
 /// independent of one another.
 fn deflate_pieces(texts: &[&[u8]]) -> Option<Vec<(Vec<u8>, u32)>> {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let threads = cores.min(texts.len() / PIECES_PER_THREAD).max(1);
-    let each = |texts: &[&[u8]]| -> Option<Vec<(Vec<u8>, u32)>> {
+    let chunks = crate::parallel::in_chunks(texts, PIECES_PER_THREAD, |texts| {
         let mut deflate = Deflate::new();
-        texts.iter().map(|text| Some((deflate.piece(text)?, crc32fast::hash(text)))).collect()
-    };
-    if threads == 1 {
-        return each(texts);
-    }
-    let chunk = texts.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut chunks = texts.chunks(chunk);
-        let first = chunks.next().unwrap_or_default();
-        let others: Vec<_> = chunks.map(|texts| scope.spawn(move || each(texts))).collect();
-        let mut all = each(first)?;
-        for other in others {
-            all.extend(other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?);
-        }
-        Some(all)
-    })
+        texts.iter().map(|text| Some((deflate.piece(text)?, crc32fast::hash(text)))).collect::<Option<Vec<_>>>()
+    });
+    Some(chunks.into_iter().collect::<Option<Vec<_>>>()?.into_iter().flatten().collect())
 }
 
 /// A compressor of pieces, kept from one piece to the next: making one zeroes several hundred

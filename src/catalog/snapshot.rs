@@ -14,6 +14,7 @@ use super::CatalogError;
 use super::body::{ETag, PreparedBody};
 use super::files::SkillFiles;
 use super::views::Views;
+use crate::parallel;
 
 /// The tag of one version of a skill: its source, descriptor and content version (`None`: the
 /// content could not be read).
@@ -161,6 +162,12 @@ const SKILLS_PER_PIECE: usize = 128;
 /// A run of skills none of whose names starts a piece is cut after this many.
 const MAX_SKILLS_PER_PIECE: usize = 4 * SKILLS_PER_PIECE;
 
+/// Below this many skills to make for each core, one thread makes them all (a thread costs less
+/// than making a few skills, but a rescan changes few).
+const SKILLS_PER_THREAD: usize = 2_000;
+/// As [`SKILLS_PER_THREAD`], for the entries of a listing to serialize.
+const ENTRIES_PER_THREAD: usize = 2_000;
+
 /// Whether a piece of the listing's gzip form starts at the skill `name`: one name in
 /// [`SKILLS_PER_PIECE`], chosen by the name alone (FNV-1a), so the choice never moves.
 fn starts_a_piece(name: &SkillName) -> bool {
@@ -204,17 +211,43 @@ fn listing(
     let mut spans = Vec::with_capacity(skills.len());
     body.resize(TAG_FIELD - 1, b' ');
     body.extend_from_slice(b"{\"skills\":[");
-    for (index, skill) in skills.iter().enumerate() {
-        if index > 0 {
-            body.push(b',');
+    let offset = |at: usize| u32::try_from(at).expect("a listing is smaller than 4 GiB");
+    // The entries of `indexes`, separated by commas, at the end of `out`; and where each lies.
+    let write = |out: &mut Vec<u8>, spans: &mut Spans, indexes: &mut dyn Iterator<Item = usize>| {
+        for (nth, index) in indexes.enumerate() {
+            if nth > 0 {
+                out.push(b',');
+            }
+            let start = out.len();
+            match copied(index) {
+                Some(entry) => out.extend_from_slice(entry),
+                None => serde_json::to_writer(&mut *out, &*skills[index].entry).expect("entries serialize"),
+            }
+            spans.push((offset(start), offset(out.len())));
         }
-        let start = body.len();
-        match copied(index) {
-            Some(entry) => body.extend_from_slice(entry),
-            None => serde_json::to_writer(&mut body, &*skill.entry).expect("entries serialize"),
+    };
+    let fresh = (0..skills.len()).filter(|&index| copied(index).is_none()).count();
+    if fresh < 2 * ENTRIES_PER_THREAD {
+        write(&mut body, &mut spans, &mut (0..skills.len()));
+    } else {
+        // Many entries to serialize (a first catalog): in pieces, on every core, then joined.
+        let indexes: Vec<usize> = (0..skills.len()).collect();
+        let pieces = parallel::in_chunks(&indexes, ENTRIES_PER_THREAD, |indexes| {
+            let mut piece = Vec::with_capacity(indexes.len() * 512);
+            let mut spans = Vec::with_capacity(indexes.len());
+            write(&mut piece, &mut spans, &mut indexes.iter().copied());
+            (piece, spans)
+        });
+        for (piece, within) in pieces {
+            if !spans.is_empty() {
+                body.push(b',');
+            }
+            let base = body.len();
+            body.extend_from_slice(&piece);
+            spans.extend(
+                within.iter().map(|&(start, end)| (offset(base + start as usize), offset(base + end as usize))),
+            );
         }
-        let offset = |at: usize| u32::try_from(at).expect("a listing is smaller than 4 GiB");
-        spans.push((offset(start), offset(body.len())));
     }
     body.extend_from_slice(b"],\"shadowed\":");
     serde_json::to_writer(&mut body, shadowed).expect("entries serialize");
@@ -375,34 +408,42 @@ impl Catalog {
         let label = |source: usize| sources.get(source).map(|source| source.label.clone()).unwrap_or_default();
         // Each source's label once, shared by the entries of its skills made now.
         let labels: Vec<Arc<str>> = sources.iter().map(|source| Arc::from(source.label.as_str())).collect();
-        // Both in name order: one pass over the two.
+        // Both in name order: one pass over the two. The same descriptor and content from the
+        // same source: the same answers (the tag is a function of them, so it is not even hashed
+        // again).
         let mut known_skills = previous.map(|previous| previous.skills.iter().enumerate().peekable());
-        let mut reused = Vec::with_capacity(discovery.skills.len());
-        let skills: Vec<Arc<CatalogSkill>> = discovery
+        let known: Vec<Option<(usize, &Arc<CatalogSkill>)>> = discovery
             .skills
             .iter()
             .map(|sourced| {
-                let (skill, version) = (&sourced.skill, &sourced.version);
-                let known = known_skills.as_mut().and_then(|known| {
-                    while known.next_if(|(_, known)| known.skill.name() < skill.name()).is_some() {}
-                    known.next_if(|(_, known)| known.skill.name() == skill.name())
-                });
-                // The same descriptor and content from the same source: the same answers (the
-                // tag is a function of them, so it is not even hashed again).
-                if let Some((index, known)) = known
-                    && known.version == *version
+                let (index, known) = known_skills.as_mut().and_then(|known| {
+                    while known.next_if(|(_, known)| known.skill.name() < sourced.skill.name()).is_some() {}
+                    known.next_if(|(_, known)| known.skill.name() == sourced.skill.name())
+                })?;
+                (known.version == sourced.version
                     && known.source == sourced.source
-                    && known.skill == *skill
-                    && known.files.as_ref().map(|files| &files.listing) == sourced.files.as_ref()
-                {
-                    reused.push(Some(index));
-                    return Arc::clone(known);
-                }
-                reused.push(None);
-                let source = labels.get(sourced.source).cloned().unwrap_or_else(|| Arc::from(""));
-                Arc::new(CatalogSkill::new(sourced, &source))
+                    && known.skill == sourced.skill
+                    && known.files.as_ref().map(|files| &files.listing) == sourced.files.as_ref())
+                .then_some((index, known))
             })
             .collect();
+        let reused: Vec<Option<usize>> = known.iter().map(|known| known.map(|(index, _)| index)).collect();
+        // The others are made now, on every core when they are many (a first catalog).
+        let pairs: Vec<_> = discovery.skills.iter().zip(known).collect();
+        let skills: Vec<Arc<CatalogSkill>> = parallel::in_chunks(&pairs, SKILLS_PER_THREAD, |pairs| {
+            (pairs.iter())
+                .map(|(sourced, known)| match known {
+                    Some((_, known)) => Arc::clone(known),
+                    None => {
+                        let source = labels.get(sourced.source).cloned().unwrap_or_else(|| Arc::from(""));
+                        Arc::new(CatalogSkill::new(sourced, &source))
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect();
         let shadowed: Vec<ShadowedEntry> = discovery
             .shadowed
             .iter()
@@ -651,12 +692,21 @@ mod tests {
             std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gzip.bytes[..]), &mut plain).unwrap();
             plain
         };
-        let mut names: Vec<String> = (0..2000).map(|n| format!("skill-{n:04}")).collect();
+        // Enough skills for a first catalog to be made and serialized on several threads.
+        let count = 2 * SKILLS_PER_THREAD.max(ENTRIES_PER_THREAD) + 500;
+        let mut names: Vec<String> = (0..count).map(|n| format!("skill-{n:04}")).collect();
         let first = Catalog::rebuild(None, &discovery(&names), &sources).expect("a catalog");
         first.compress(None);
         assert_eq!(gunzip(&first), first.listing.bytes);
         let cuts = first.listing_cuts();
-        assert!((8..=40).contains(&cuts.len()), "{} pieces for 2,000 skills", cuts.len());
+        let expected = count / SKILLS_PER_PIECE;
+        assert!((expected / 2..=expected * 2).contains(&cuts.len()), "{} pieces for {count} skills", cuts.len());
+        // Made in chunks, the skills keep the discovery's order, and each span is its entry.
+        let names_made: Vec<&str> = first.skills.iter().map(|skill| skill.skill.name().as_str()).collect();
+        assert_eq!(names_made, names);
+        for (skill, &(start, end)) in first.skills.iter().zip(&first.spans) {
+            assert_eq!(&first.listing.bytes[start as usize..end as usize], &skill.body.bytes[..]);
+        }
         // A skill removed, one added, one edited: compressed from the version before, the same
         // bytes as compressed afresh, and the listing.
         names.remove(700);
@@ -669,5 +719,10 @@ mod tests {
         let afresh = Catalog::rebuild(None, &changed, &sources).expect("a catalog");
         afresh.compress(None);
         assert_eq!(second.listing.gzip().unwrap().bytes, afresh.listing.gzip().unwrap().bytes);
+        // Copied from the version before on one thread, or serialized afresh on several: the same.
+        assert_eq!(second.listing.bytes, afresh.listing.bytes);
+        assert_eq!(second.spans, afresh.spans);
+        let kept = (second.skills.iter()).filter(|skill| first.skills.iter().any(|known| Arc::ptr_eq(known, skill)));
+        assert_eq!(kept.count(), count - 2, "all but the removed and the edited skill are reused");
     }
 }

@@ -484,9 +484,18 @@ impl DirectorySkillDiscoverer {
                 None => folders_below(&self.inner.roots[found.root], found.skill.location()),
             })
             .collect();
-        // Enclosing folders before the folders inside them.
-        let mut order: Vec<usize> = (0..found.len()).filter(|&index| reused[index].is_none()).collect();
-        order.sort_unstable_by(|&a, &b| (found[a].root, &folders[a]).cmp(&(found[b].root, &folders[b])));
+        // Enclosing folders before the folders inside them, and each folder's nested skills right
+        // after it: the order of their paths as bytes, each ending in `/` (a path's extensions
+        // follow it together). Keys beside the indexes, so that sorting reads no descriptor.
+        let mut keyed: Vec<((usize, &[u8]), usize)> = (0..found.len())
+            .filter(|&index| reused[index].is_none())
+            .map(|index| {
+                let location = found[index].skill.location().as_bytes();
+                ((found[index].root, location.strip_suffix(guarded::SKILL_FILE.as_bytes()).unwrap_or(location)), index)
+            })
+            .collect();
+        keyed.sort_unstable();
+        let order: Vec<usize> = keyed.into_iter().map(|(_, index)| index).collect();
         // Consecutive runs of that order, one per thread: a nested skill whose enclosing skill
         // fell in another run is walked on its own, to the same listing.
         let threads = std::thread::available_parallelism()

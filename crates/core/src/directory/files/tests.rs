@@ -157,6 +157,32 @@ fn a_nested_skills_files_belong_to_both_skills() {
     assert_eq!(listing(&discovery, "inner"), inner);
 }
 
+/// Skills are listed in the byte order of their folders' paths, where `a-b/` and `a.c/` come
+/// before `a/`: each skill's nested skills still follow it, so their listings are cut from its.
+#[test]
+fn nested_skills_beside_names_that_sort_before_a_slash_are_listed_as_alone() {
+    let fixture = Fixture::new();
+    for (folder, name) in
+        [("a", "a"), ("a/A", "upper"), ("a/A/x", "deep"), ("a-b", "dash"), ("a-b/in", "in"), ("a.c", "dot")]
+    {
+        fixture.skill(folder, name);
+        fixture.file(&format!("{folder}/own.md"), folder);
+    }
+    let discoverer = fixture.discoverer("");
+    let discovery = scan(&discoverer);
+    assert_eq!(discovery.skills.len(), 6);
+    assert_eq!(
+        paths(listing(&discovery, "a")),
+        ["A/SKILL.md", "A/own.md", "A/x/SKILL.md", "A/x/own.md", "SKILL.md", "own.md"]
+    );
+    for (folder, name) in [("a/A", "upper"), ("a/A/x", "deep"), ("a-b", "dash"), ("a-b/in", "in"), ("a.c", "dot")] {
+        let alone = scan(&fixture.discoverer(folder));
+        assert_eq!(listing(&discovery, name), listing(&alone, name), "{folder}");
+    }
+    // Every file read once, nested ones included.
+    assert_eq!(discoverer.files_hashed(), 12);
+}
+
 #[test]
 fn symlinks_fifos_and_sockets_are_reported_never_listed_or_read() {
     let fixture = Fixture::new();
