@@ -163,7 +163,7 @@ const SKILLS_PER_PIECE: usize = 128;
 const MAX_SKILLS_PER_PIECE: usize = 4 * SKILLS_PER_PIECE;
 
 /// Below this many skills to make for each core, one thread makes them all (a thread costs less
-/// than making a few skills, but a rescan changes few).
+/// than making a few skills, but a rescan makes few).
 const SKILLS_PER_THREAD: usize = 2_000;
 /// As [`SKILLS_PER_THREAD`], for the entries of a listing to serialize.
 const ENTRIES_PER_THREAD: usize = 2_000;
@@ -429,8 +429,9 @@ impl Catalog {
             .collect();
         let reused: Vec<Option<usize>> = known.iter().map(|known| known.map(|(index, _)| index)).collect();
         // The others are made now, on every core when they are many (a first catalog).
-        let pairs: Vec<_> = discovery.skills.iter().zip(known).collect();
-        let skills: Vec<Arc<CatalogSkill>> = parallel::in_chunks(&pairs, SKILLS_PER_THREAD, |pairs| {
+        type Pair<'a> = (&'a SourcedSkill, Option<(usize, &'a Arc<CatalogSkill>)>);
+        let pairs: Vec<Pair<'_>> = discovery.skills.iter().zip(known).collect();
+        let make = |pairs: &[Pair<'_>]| -> Vec<Arc<CatalogSkill>> {
             (pairs.iter())
                 .map(|(sourced, known)| match known {
                     Some((_, known)) => Arc::clone(known),
@@ -439,11 +440,14 @@ impl Catalog {
                         Arc::new(CatalogSkill::new(sourced, &source))
                     }
                 })
-                .collect::<Vec<_>>()
-        })
-        .into_iter()
-        .flatten()
-        .collect();
+                .collect()
+        };
+        let fresh = reused.iter().filter(|reused| reused.is_none()).count();
+        let skills: Vec<Arc<CatalogSkill>> = if fresh < 2 * SKILLS_PER_THREAD {
+            make(&pairs)
+        } else {
+            parallel::in_chunks(&pairs, SKILLS_PER_THREAD, make).into_iter().flatten().collect()
+        };
         let shadowed: Vec<ShadowedEntry> = discovery
             .shadowed
             .iter()
