@@ -157,10 +157,8 @@ pub(crate) fn sorted_catalog<T>(items: Vec<T>, skill: impl Fn(&T) -> &Skill) -> 
     // One sort, of positions: by name, and among equal names by position, so that each repeat
     // follows the one before it of the same name. The keys are distinct, so an unstable sort
     // gives the one order.
-    // The names beside the positions, so that sorting reads no descriptor.
-    let mut keyed: Vec<(&SkillName, usize)> = (0..items.len()).map(|index| (name(index), index)).collect();
-    keyed.sort_unstable();
-    let order: Vec<usize> = keyed.into_iter().map(|(_, index)| index).collect();
+    let names: Vec<(usize, &[u8])> = (0..items.len()).map(|index| (0, name(index).as_str().as_bytes())).collect();
+    let order = crate::order::positions_in_order(&names);
     // The error names the repeat met first.
     let repeat = order.windows(2).filter(|pair| name(pair[0]) == name(pair[1])).min_by_key(|pair| pair[1]);
     if let Some(&[earlier, index]) = repeat {

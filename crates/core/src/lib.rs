@@ -25,6 +25,7 @@ mod discover;
 mod files;
 mod manifest;
 mod metadata;
+mod order;
 pub mod pystr;
 mod references;
 mod skill;

@@ -486,16 +486,16 @@ impl DirectorySkillDiscoverer {
             .collect();
         // Enclosing folders before the folders inside them, and each folder's nested skills right
         // after it: the order of their paths as bytes, each ending in `/` (a path's extensions
-        // follow it together). Keys beside the indexes, so that sorting reads no descriptor.
-        let mut keyed: Vec<((usize, &[u8]), usize)> = (0..found.len())
-            .filter(|&index| reused[index].is_none())
-            .map(|index| {
+        // follow it together).
+        let listed: Vec<usize> = (0..found.len()).filter(|&index| reused[index].is_none()).collect();
+        let paths: Vec<(usize, &[u8])> = (listed.iter())
+            .map(|&index| {
                 let location = found[index].skill.location().as_bytes();
-                ((found[index].root, location.strip_suffix(guarded::SKILL_FILE.as_bytes()).unwrap_or(location)), index)
+                (found[index].root, location.strip_suffix(guarded::SKILL_FILE.as_bytes()).unwrap_or(location))
             })
             .collect();
-        keyed.sort_unstable();
-        let order: Vec<usize> = keyed.into_iter().map(|(_, index)| index).collect();
+        let order: Vec<usize> =
+            crate::order::positions_in_order(&paths).into_iter().map(|position| listed[position]).collect();
         // Consecutive runs of that order, one per thread: a nested skill whose enclosing skill
         // fell in another run is walked on its own, to the same listing.
         let threads = std::thread::available_parallelism()
