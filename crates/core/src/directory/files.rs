@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -114,9 +114,12 @@ pub(crate) struct Listed {
 
 /// Lists skills' files during one scan, reusing the previous scan's digests and those its walk
 /// took of the `SKILL.md` files it read.
-pub(crate) struct Lister<'p> {
-    previous: &'p Hashes,
-    seeded: &'p Hashes,
+pub(crate) struct Lister {
+    previous: Arc<Hashes>,
+    seeded: Arc<Hashes>,
+    /// The digest of one more file known to be current: the `SKILL.md` a walk just read, when it
+    /// lists the skill's files while the folder is open.
+    pub seed: Option<(FileKey, Digest)>,
     /// The digests of the files this scan listed whose status has settled: the next scan's
     /// `previous`.
     pub current: Hashes,
@@ -162,14 +165,15 @@ impl Tree {
     }
 }
 
-impl<'p> Lister<'p> {
+impl Lister {
     /// A lister that trusts the digests of files whose status changed at least `settle_seconds`
     /// before now.
-    pub(crate) fn new(previous: &'p Hashes, seeded: &'p Hashes, settle_seconds: i64, capacity: usize) -> Self {
+    pub(crate) fn new(previous: Arc<Hashes>, seeded: Arc<Hashes>, settle_seconds: i64, capacity: usize) -> Self {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
         Lister {
             previous,
             seeded,
+            seed: None,
             current: Hashes::with_capacity_and_hasher(capacity, BuildHasherDefault::default()),
             settled_before: i64::try_from(now).unwrap_or(i64::MAX).saturating_sub(settle_seconds),
             hashed: 0,
@@ -181,9 +185,9 @@ impl<'p> Lister<'p> {
     }
 
     /// Lists the files beneath the open skill `folder`.
-    pub(crate) fn list(&mut self, folder: &OwnedFd) -> Result<Listed, Exhausted> {
+    pub(crate) fn list(&mut self, folder: BorrowedFd<'_>) -> Result<Listed, Exhausted> {
         let mut tree = Tree::default();
-        match self.folder(&mut tree, folder.as_fd(), "", 0) {
+        match self.folder(&mut tree, folder, "", 0) {
             Ok(()) => {
                 tree.folders.sort_unstable();
                 Ok(Listed { listing: FileListing::new(tree.files, tree.skipped), folders: tree.folders })
@@ -313,7 +317,9 @@ impl<'p> Lister<'p> {
         };
         // A file seen by the last scan or earlier in this one (by its walk, as a hard link, or
         // for a nested skill listed on its own) is not read again.
-        let known = self.previous.get(&key).or_else(|| self.seeded.get(&key)).or_else(|| self.current.get(&key));
+        let seed = self.seed.as_ref().filter(|(seed, _)| *seed == key).map(|(_, digest)| digest);
+        let known =
+            (self.previous.get(&key)).or_else(|| self.seeded.get(&key)).or_else(|| self.current.get(&key)).or(seed);
         let (key, digest) = match known {
             Some(&digest) => (key, digest),
             None => match self.hash_settled(folder, name, key) {

@@ -12,11 +12,11 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::FolderObserver;
-use super::files::{self, FileKey, Hashes, Stamp};
+use super::files::{self, FileKey, Hashes, Lister, Stamp};
 use super::guarded::{self, OsFailure, ReadError, SKILL_FILE, SkillFileRead};
 use super::path::{join_into, last_component};
 use crate::discover::ContentVersion;
-use crate::files::Digest;
+use crate::files::{Digest, FileListing};
 use crate::metadata::parse_fields;
 use crate::pystr;
 use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
@@ -99,14 +99,38 @@ pub(super) struct Buffers {
 /// scan's digests do not cover are hashed, and only those read once their status had settled
 /// and unchanged by the end of the read, so a digest stands for exactly the content its status
 /// names (as one taken by the listing itself would).
+///
+/// A first scan, which has no listings of the skills' files to reuse, also lists the files of
+/// each skill whose folder holds no folders as it reads the `SKILL.md` (its `files`), through
+/// the folder it has open: the listing after the walk would open the folder again.
 pub(crate) struct Digests {
     known: Arc<Hashes>,
     pub(super) taken: Vec<(FileKey, Digest)>,
+    pub(super) files: Option<Lister>,
 }
 
 impl Digests {
     pub(crate) fn new(known: Arc<Hashes>) -> Self {
-        Digests { known, taken: Vec::new() }
+        Digests { known, taken: Vec::new(), files: None }
+    }
+
+    /// Digests for one thread of a walk; with `settle_seconds`, it lists each skill's files too
+    /// (see [`Digests`]), trusting the digests of files whose status changed at least that long
+    /// before now.
+    pub(crate) fn of_scan(known: Arc<Hashes>, settle_seconds: Option<i64>) -> Self {
+        let files = settle_seconds.map(|settle| Lister::new(Arc::clone(&known), Arc::default(), settle, 0));
+        Digests { known, taken: Vec::new(), files }
+    }
+
+    /// The files of the skill whose `SKILL.md` was just read from the folder open at `fd`, if
+    /// this walk lists them; `None` also where the listing ran out of descriptors or memory (the
+    /// listing after the walk tries it again, and fails the scan if it fails too).
+    fn list_files(&mut self, fd: BorrowedFd<'_>, seed: Option<(FileKey, Digest)>) -> Option<FileListing> {
+        let lister = self.files.as_mut()?;
+        // Back to the first entry: the walk has listed the folder through this descriptor.
+        rustix::fs::seek(fd, rustix::fs::SeekFrom::Start(0)).ok()?;
+        lister.seed = seed;
+        lister.list(fd).ok().map(|listed| listed.listing)
     }
 
     /// Takes the digest of `read`, opened after `opened_after`, if it is new and settled.
@@ -166,6 +190,8 @@ pub(super) struct Prepared {
     /// The folder's descriptor, when it was opened for this walk and the walk may open folders
     /// beneath it (never for one from the picture).
     pub(super) fd: Option<Arc<OwnedFd>>,
+    /// The files of the folder's skill, when the walk lists them (see [`Digests`]).
+    pub(super) files: Option<FileListing>,
 }
 
 /// Whether the walk goes into a folder's subfolders if it counts the folder: it was listed
@@ -218,13 +244,28 @@ impl Folder {
         self.trouble.as_deref().and_then(|trouble| trouble.error.as_ref())
     }
 
-    /// Reads and parses its `SKILL.md` if it lists one and was listed completely.
-    fn read_skill(&mut self, fd: BorrowedFd<'_>, path: &[u8], buffers: &mut Buffers) {
-        if self.error().is_none() && self.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
-            join_into(&mut buffers.location, path, SKILL_FILE.as_bytes());
-            let Buffers { location, content, digests, .. } = buffers;
-            self.skill = Some(read_skill(fd, location, content, digests.as_mut()).map_err(Box::new));
+    /// Reads and parses its `SKILL.md` if it lists one and was listed completely; gives the
+    /// skill's files if it is one and the walk lists them.
+    fn read_skill(&mut self, fd: BorrowedFd<'_>, path: &[u8], buffers: &mut Buffers) -> Option<FileListing> {
+        if self.error().is_some() || !self.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
+            return None;
         }
+        join_into(&mut buffers.location, path, SKILL_FILE.as_bytes());
+        let Buffers { location, content, digests, .. } = buffers;
+        let taken = digests.as_ref().map_or(0, |digests| digests.taken.len());
+        let skill = read_skill(fd, location, content, digests.as_mut()).map_err(Box::new);
+        // A skill with folders may enclose other skills, whose listings are cut from its own
+        // after the walk: it is listed then.
+        let alone = !self.entries.iter().any(|entry| entry.kind == Kind::Directory);
+        let files = match (&skill, digests) {
+            (Ok(_), Some(digests)) if alone && digests.files.is_some() => {
+                let seed = digests.taken.get(taken).copied();
+                digests.list_files(fd, seed)
+            }
+            _ => None,
+        };
+        self.skill = Some(skill);
+        files
     }
 }
 
@@ -294,6 +335,9 @@ pub(super) struct Queue {
     pub(super) kept: AtomicUsize,
     /// The last scan's digests, when the helpers take the digests of what they read.
     pub(super) digests: Option<Arc<Hashes>>,
+    /// Set when the helpers list the files of the skills they read too (see [`Digests`]): how
+    /// long ago a file's status must have changed for its digest to be kept.
+    pub(super) settle_seconds: Option<i64>,
 }
 
 #[derive(Default)]
@@ -327,9 +371,9 @@ impl Queue {
     /// are none. It never polls with `sched_yield`: on a machine with other work, each yield hands
     /// the core to another process for a time slice, and the walk, never yielding, ended up
     /// preparing nearly every folder itself. Gives the digests it took.
-    pub(super) fn serve(&self) -> Vec<(FileKey, Digest)> {
+    pub(super) fn serve(&self) -> Option<Digests> {
         let mut buffers = Buffers::new(self.observer.clone());
-        buffers.digests = self.digests.clone().map(Digests::new);
+        buffers.digests = self.digests.clone().map(|known| Digests::of_scan(known, self.settle_seconds));
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(task) = state.tasks.pop_front() {
@@ -337,7 +381,7 @@ impl Queue {
                 task.run(&mut buffers, &self.kept);
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             } else if state.closed {
-                return buffers.digests.map(|digests| digests.taken).unwrap_or_default();
+                return buffers.digests;
             } else {
                 state.idle += 1;
                 state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
@@ -387,26 +431,27 @@ fn prepare_run(
 /// [`prepare`] for a subfolder met by a full walk: its descriptor is kept only if the walk may open
 /// folders beneath it (`descend`, and it lists one).
 pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, descend: bool, buffers: &mut Buffers) -> Prepared {
-    let (visit, fd) = open_and_list(opener, &path, buffers);
+    let (visit, fd, files) = open_and_list(opener, &path, buffers);
     let fd = fd.filter(|_| descend && has_subfolders(&visit));
-    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new) }
+    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files }
 }
 
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
 pub(super) fn prepare(opener: &Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
-    let (visit, fd) = open_and_list(opener, &path, buffers);
-    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new) }
+    let (visit, fd, files) = open_and_list(opener, &path, buffers);
+    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files }
 }
 
-/// [`prepare`]'s work: the folder as listed, and its descriptor if it could be opened.
-fn open_and_list(opener: &Opener, path: &[u8], buffers: &mut Buffers) -> (Visit, Option<OwnedFd>) {
+/// [`prepare`]'s work: the folder as listed, its descriptor if it could be opened, and its
+/// skill's files if the walk lists them.
+fn open_and_list(opener: &Opener, path: &[u8], buffers: &mut Buffers) -> (Visit, Option<OwnedFd>, Option<FileListing>) {
     let opened = match opener {
         Opener::Root => guarded::open_root(path),
         Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(path)),
     };
     let fd = match opened {
         Ok(fd) => fd,
-        Err(failure) => return (Err(failure), None),
+        Err(failure) => return (Err(failure), None, None),
     };
     let observed = (buffers.observer.as_deref())
         .and_then(|observer| Some((observer, observer.opened(path, fd.as_fd(), matches!(opener, Opener::Root))?)));
@@ -419,8 +464,8 @@ fn open_and_list(opener: &Opener, path: &[u8], buffers: &mut Buffers) -> (Visit,
     let names = &folder.names;
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
     folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    folder.read_skill(fd.as_fd(), path, buffers);
-    (Ok(folder), Some(fd))
+    let files = folder.read_skill(fd.as_fd(), path, buffers);
+    (Ok(folder), Some(fd), files)
 }
 
 pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut ListingBuffers) -> (Folder, OwnedFd) {

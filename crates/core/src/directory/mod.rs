@@ -61,7 +61,9 @@ pub trait FolderObserver: Send + Sync {
 /// bounds of its own, independent of `max_entries` and `max_depth`. Digests are SHA-256; a
 /// rescan reads only files whose (device, inode, size, modification and change times) differ
 /// from what the previous scan saw, and a `SKILL.md` the walk read whole is not read again for
-/// its digest (the walk takes it, under the same conditions as the listing's own reads).
+/// its digest (the walk takes it, under the same conditions as the listing's own reads). A first
+/// scan lists the files of a skill whose folder holds no folders while its walk has the folder
+/// open; the others, and every skill on later scans, are listed after the walk.
 ///
 /// [`descriptors_only`](Self::descriptors_only) makes a source of nagents' view alone: no file
 /// listings, no digests, nothing kept for rescans (a command that answers once).
@@ -206,8 +208,12 @@ impl DirectorySkillDiscoverer {
         // With a folder view, the walk takes the digests of the `SKILL.md` files it reads, so that
         // listing the skills' files after it does not read them again.
         let digests = config.folder_view.then(|| Arc::clone(&lock(&config.hashes)));
-        let outcome =
-            walk::scan(&config.roots, config.max_entries, config.max_depth, config.folder_view, observer, digests);
+        // With no listings from a last scan to reuse, the walk lists each skill's files while it
+        // has the folder open, rather than the listing after it opening every folder again.
+        let settle_seconds =
+            (config.folder_view && lock(&config.catalog).found.is_empty()).then_some(config.settle_seconds);
+        let (roots, max_entries, max_depth) = (&config.roots, config.max_entries, config.max_depth);
+        let outcome = walk::scan(roots, max_entries, max_depth, config.folder_view, observer, digests, settle_seconds);
         if !config.folder_view {
             return self.descriptors(outcome);
         }
@@ -296,7 +302,7 @@ impl DirectorySkillDiscoverer {
             Some(touched) => unlisted.extend_from_slice(touched),
             None => unlisted = self.inner.roots.iter().map(|root| root.as_bytes().to_vec()).collect(),
         }
-        let found = match sorted_catalog(outcome.found, |found| &found.skill) {
+        let mut found = match sorted_catalog(outcome.found, |found| &found.skill) {
             Ok(found) => found,
             Err(error) => {
                 *lock(&self.inner.unlisted) = unlisted;
@@ -306,7 +312,8 @@ impl DirectorySkillDiscoverer {
         let touched = touched.map(|_| unlisted.as_slice());
         let previous = Arc::clone(&lock(&self.inner.catalog));
         let reused: Vec<Option<Arc<FileListing>>> = match touched {
-            None => vec![None; found.len()],
+            // Those the walk listed while their folders were open.
+            None => found.iter_mut().map(|found| found.files.take()).collect(),
             Some(touched) => {
                 // Both in name order: one pass over the two.
                 let mut known = previous.found.iter().zip(&previous.files).peekable();
@@ -341,8 +348,21 @@ impl DirectorySkillDiscoverer {
             .collect();
         let seeded: Hashes = std::mem::take(&mut outcome.digests).into_iter().collect();
         // Read and hashed by the walk rather than by the listing.
-        self.inner.files_hashed.fetch_add(seeded.len() as u64, Ordering::Relaxed);
-        let files = match self.list_files(&found, &outcome.roots, &reused, &known, &seeded, touched.is_some()) {
+        self.inner.files_hashed.fetch_add(seeded.len() as u64 + outcome.listed.hashed, Ordering::Relaxed);
+        // The digests the walk's own listings took: known to the listing after it (a skill
+        // enclosing one the walk listed reads none of its files again), and kept for the next scan.
+        let carried = std::mem::take(&mut outcome.listed.hashes);
+        let carrying = !carried.is_empty();
+        if carrying {
+            let mut hashes = lock(&self.inner.hashes);
+            if hashes.is_empty() {
+                *hashes = Arc::new(carried);
+            } else {
+                Arc::make_mut(&mut hashes).extend(carried);
+            }
+        }
+        let keep = touched.is_some() || carrying;
+        let files = match self.list_files(&found, &outcome.roots, &reused, &known, seeded, keep) {
             Ok(files) => files,
             Err(error) => {
                 *lock(&self.inner.unlisted) = unlisted;
@@ -462,18 +482,19 @@ impl DirectorySkillDiscoverer {
     /// skill's when that one is complete and entered its folder, so no folder is walked twice.
     /// `reused[i]`: the listing of `found[i]` known to be current (it is not listed again).
     /// `seeded`: the digests the walk took of the files it read.
-    /// `partial`: the digests of files not listed now are kept for later scans (a rescan of a
-    /// few skills); otherwise only those of the files listed now are.
+    /// `keep`: the digests of files not listed now are kept for later scans (a rescan of a few
+    /// skills, or a first scan whose walk listed files); otherwise only those of the files listed
+    /// now are.
     fn list_files(
         &self,
         found: &[Found],
         roots: &[Option<Arc<OwnedFd>>],
         reused: &[Option<Arc<FileListing>>],
         known: &[Option<Arc<FileListing>>],
-        seeded: &Hashes,
-        partial: bool,
+        seeded: Hashes,
+        keep: bool,
     ) -> Result<Vec<Arc<FileListing>>, SkillError> {
-        // Taken out while listing, so that a partial pass can add to it without a copy.
+        // Taken out while listing, so that a pass that keeps it can add to it without a copy.
         let previous = std::mem::take(&mut *lock(&self.inner.hashes));
         // Only for the skills listed now (none is asked of a reused one).
         let folders: Vec<Vec<&[u8]>> = found
@@ -503,8 +524,17 @@ impl DirectorySkillDiscoverer {
             .min(MAX_LISTING_THREADS)
             .min(order.len().div_ceil(MIN_SKILLS_PER_THREAD))
             .max(1);
-        let pass =
-            FilePass { source: self, found, folders: &folders, roots, previous: &previous, seeded, known, threads };
+        let seeded = Arc::new(seeded);
+        let pass = FilePass {
+            source: self,
+            found,
+            folders: &folders,
+            roots,
+            previous: &previous,
+            seeded: &seeded,
+            known,
+            threads,
+        };
         let runs: Vec<&[usize]> = order.chunks(order.len().div_ceil(threads).max(1)).collect();
         let results: Vec<Result<Run, SkillError>> = std::thread::scope(|scope| {
             let helpers: Vec<_> = runs
@@ -524,11 +554,8 @@ impl DirectorySkillDiscoverer {
                 .collect()
         });
         let mut listings = reused.to_vec();
-        let mut hashes = if partial {
-            Arc::try_unwrap(previous).unwrap_or_else(|shared| (*shared).clone())
-        } else {
-            Hashes::default()
-        };
+        let mut hashes =
+            if keep { Arc::try_unwrap(previous).unwrap_or_else(|shared| (*shared).clone()) } else { Hashes::default() };
         for run in results {
             let Run { listings: listed, hashes: seen, hashed } = run?;
             for (index, listing) in listed {
@@ -539,7 +566,7 @@ impl DirectorySkillDiscoverer {
             larger.extend(smaller);
             hashes = larger;
         }
-        if !partial {
+        if !keep {
             // Each thread's map grew on its own, and the largest took in the others: kept until
             // the next scan, so no room to grow.
             hashes.shrink_to_fit();
@@ -550,7 +577,7 @@ impl DirectorySkillDiscoverer {
 
     fn list_skill(
         &self,
-        lister: &mut Lister<'_>,
+        lister: &mut Lister,
         roots: &[Option<Arc<OwnedFd>>],
         found: &Found,
         below: &[&[u8]],
@@ -572,7 +599,7 @@ impl DirectorySkillDiscoverer {
             return Ok(unavailable("the root could not be opened again".to_owned()));
         };
         match guarded::open_beneath(root_fd.as_fd(), below) {
-            Ok(folder) => lister.list(&folder).map_err(|exhausted| stopped(&exhausted.path, exhausted.error)),
+            Ok(folder) => lister.list(folder.as_fd()).map_err(|exhausted| stopped(&exhausted.path, exhausted.error)),
             Err(error)
                 if error.raw_os_error().map(rustix::io::Errno::from_raw_os_error).is_some_and(guarded::exhausted) =>
             {
@@ -590,9 +617,9 @@ struct FilePass<'a> {
     /// The folders from its root down to each skill's folder.
     folders: &'a [Vec<&'a [u8]>],
     roots: &'a [Option<Arc<OwnedFd>>],
-    previous: &'a Hashes,
+    previous: &'a Arc<Hashes>,
     /// The digests this scan's walk took.
-    seeded: &'a Hashes,
+    seeded: &'a Arc<Hashes>,
     /// The last scan's listing of each skill, if it had one.
     known: &'a [Option<Arc<FileListing>>],
     threads: usize,
@@ -610,7 +637,8 @@ impl FilePass<'_> {
     fn run(&self, run: &[usize]) -> Result<Run, SkillError> {
         let (found, folders) = (self.found, self.folders);
         let capacity = self.previous.len() / self.threads;
-        let mut lister = Lister::new(self.previous, self.seeded, self.source.inner.settle_seconds, capacity);
+        let mut lister =
+            Lister::new(Arc::clone(self.previous), Arc::clone(self.seeded), self.source.inner.settle_seconds, capacity);
         let mut listings = Vec::with_capacity(run.len());
         // The complete listings of the skills enclosing the current one, outermost first.
         let mut enclosing: Vec<(usize, Arc<FileListing>, Vec<String>)> = Vec::new();

@@ -261,7 +261,7 @@ fn the_walk_takes_the_digests_of_the_settled_skill_files_it_reads() {
     let digest = |path: &std::path::Path| crate::files::Digest::of(&std::fs::read(path).unwrap());
     let roots = [AbsoluteRoot::new(dir.path().as_os_str()).unwrap()];
     let taken = |known: files::Hashes| {
-        let digests = walk::scan(&roots, 1000, 16, false, None, Some(Arc::new(known))).digests;
+        let digests = walk::scan(&roots, 1000, 16, false, None, Some(Arc::new(known)), None).digests;
         let count = digests.len();
         let taken: files::Hashes = digests.into_iter().collect();
         assert_eq!(taken.len(), count, "each file once");
@@ -272,7 +272,7 @@ fn the_walk_takes_the_digests_of_the_settled_skill_files_it_reads() {
     let known: files::Hashes = [(key(&a), digest(&a))].into_iter().collect();
     let expected: files::Hashes = [(key(&b), digest(&b))].into_iter().collect();
     assert_eq!(taken(known), expected, "a digest the last scan has is not taken again");
-    let outcome = walk::scan(&roots, 1000, 16, false, None, None);
+    let outcome = walk::scan(&roots, 1000, 16, false, None, None, None);
     assert!(outcome.digests.is_empty(), "nagents' view takes none");
 
     let discoverer = DirectorySkillDiscoverer::new([dir.path()]).unwrap();

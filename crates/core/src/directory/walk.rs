@@ -29,7 +29,7 @@ use super::listing::{
 };
 use super::path::{AbsoluteRoot, join};
 use crate::discover::ContentVersion;
-use crate::files::Digest;
+use crate::files::{Digest, FileListing};
 use crate::skill::Skill;
 
 const MAX_DIAGNOSTICS: usize = 20;
@@ -43,6 +43,8 @@ pub(crate) struct Found {
     pub root: usize,
     /// The version of the content the scan read.
     pub version: ContentVersion,
+    /// The skill's files, when the walk listed them (a first scan: see [`Digests`]).
+    pub files: Option<Arc<FileListing>>,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +66,33 @@ pub(crate) struct Outcome {
     pub lost: bool,
     /// The digests of the `SKILL.md` files the walk read (see [`Digests`]), when asked for.
     pub digests: Vec<(FileKey, Digest)>,
+    /// What the walk's listings of skills' files leave for the next scan.
+    pub listed: Listed,
+}
+
+/// The digests a walk's listings of skills' files took (of settled files: the next scan's), and
+/// how many files they read.
+#[derive(Debug, Default)]
+pub(crate) struct Listed {
+    pub hashes: Hashes,
+    pub hashed: u64,
+}
+
+impl Outcome {
+    /// Takes in what one of the walk's threads took.
+    fn absorb(&mut self, digests: Digests) {
+        self.digests.extend(digests.taken);
+        if let Some(lister) = digests.files {
+            self.listed.hashed += lister.hashed;
+            let (mut larger, smaller) = if self.listed.hashes.len() >= lister.current.len() {
+                (std::mem::take(&mut self.listed.hashes), lister.current)
+            } else {
+                (lister.current, std::mem::take(&mut self.listed.hashes))
+            };
+            larger.extend(smaller);
+            self.listed.hashes = larger;
+        }
+    }
 }
 
 /// Every folder a walk saw, by path, as it saw it; kept between scans without descriptors.
@@ -101,7 +130,8 @@ impl Picture {
 
 /// A full walk of `roots`, every folder from disk; its picture is left empty unless `keep_picture`
 /// (nothing will rescan from it). With `digests` (the last scan's), the walk takes the digests
-/// of the `SKILL.md` files it reads that those lack.
+/// of the `SKILL.md` files it reads that those lack; with `settle_seconds` too, it lists each
+/// skill's files (see [`Digests`]).
 pub(crate) fn scan(
     roots: &[AbsoluteRoot],
     max_entries: usize,
@@ -109,10 +139,11 @@ pub(crate) fn scan(
     keep_picture: bool,
     observer: Option<Arc<dyn FolderObserver>>,
     digests: Option<Arc<Hashes>>,
+    settle_seconds: Option<i64>,
 ) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
     let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
-    let queue = Queue { observer: observer.clone(), digests: digests.clone(), ..Queue::default() };
+    let queue = Queue { observer: observer.clone(), digests: digests.clone(), settle_seconds, ..Queue::default() };
     std::thread::scope(|scope| {
         let helpers: Vec<_> = (0..helpers)
             .map(|_| {
@@ -125,7 +156,7 @@ pub(crate) fn scan(
         let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Disk(&queue), Picture::default());
         walk.keep_picture = keep_picture;
         walk.buffers.observer = observer;
-        walk.buffers.digests = digests.map(Digests::new);
+        walk.buffers.digests = digests.map(|known| Digests::of_scan(known, settle_seconds));
         for (index, root) in roots.iter().enumerate() {
             if walk.remaining == 0 {
                 break;
@@ -138,7 +169,9 @@ pub(crate) fn scan(
         queue.close();
         for helper in helpers {
             let taken = helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            outcome.digests.extend(taken);
+            if let Some(taken) = taken {
+                outcome.absorb(taken);
+            }
         }
         outcome
     })
@@ -172,12 +205,13 @@ pub(crate) fn scan_from(
         }
         let path = root.as_bytes().to_vec();
         let prepared = match walk.picture.folders.get(&path) {
-            Some(visit) => Prepared { path, visit: Arc::clone(visit), fd: None },
+            Some(visit) => Prepared { path, visit: Arc::clone(visit), fd: None, files: None },
             None => {
                 let root = walk.root_fd(index);
                 match root {
                     Some(fd) => {
-                        Prepared { visit: Arc::new(Ok(relist(&fd, &path, &mut walk.buffers))), path, fd: Some(fd) }
+                        let visit = Arc::new(Ok(relist(&fd, &path, &mut walk.buffers)));
+                        Prepared { visit, path, fd: Some(fd), files: None }
                     }
                     None => prepare(&Opener::Root, path, &mut walk.buffers),
                 }
@@ -251,7 +285,9 @@ impl<'q> Walk<'q> {
         }
         self.picture.roots = outcome.roots.iter().map(|fd| fd.as_deref().and_then(identity)).collect();
         outcome.picture = std::mem::take(&mut self.picture);
-        outcome.digests = self.buffers.digests.take().map(|digests| digests.taken).unwrap_or_default();
+        if let Some(digests) = self.buffers.digests.take() {
+            outcome.absorb(digests);
+        }
         outcome
     }
 
@@ -302,7 +338,7 @@ impl<'q> Walk<'q> {
     /// picture or else from disk.
     fn fetch(&mut self, parent: Option<&Arc<OwnedFd>>, path: Vec<u8>, root: usize) -> Option<Prepared> {
         if let Some(visit) = self.picture.folders.get(&path) {
-            return Some(Prepared { path, visit: Arc::clone(visit), fd: None });
+            return Some(Prepared { path, visit: Arc::clone(visit), fd: None, files: None });
         }
         let parent = match parent {
             Some(parent) => Arc::clone(parent),
@@ -321,7 +357,7 @@ impl<'q> Walk<'q> {
     }
 
     fn directory(&mut self, prepared: Prepared, depth: usize, root: usize) {
-        let Prepared { path, visit, fd } = prepared;
+        let Prepared { path, visit, fd, mut files } = prepared;
         if let Some(visited) = &mut self.visited
             && !visited.insert(path.clone())
         {
@@ -374,7 +410,8 @@ impl<'q> Walk<'q> {
                 }
                 Kind::SkillFile => match folder.skill.as_ref().expect("a listed SKILL.md is read") {
                     Ok((skill, version)) => {
-                        self.outcome.found.push(Found { skill: skill.clone(), root, version: *version });
+                        let files = files.take().map(Arc::new);
+                        self.outcome.found.push(Found { skill: skill.clone(), root, version: *version, files });
                     }
                     Err(diagnostic) => self.diagnose((**diagnostic).clone()),
                 },

@@ -183,6 +183,41 @@ fn nested_skills_beside_names_that_sort_before_a_slash_are_listed_as_alone() {
     assert_eq!(discoverer.files_hashed(), 12);
 }
 
+/// A first scan lists the files of a skill whose folder holds no folders while its walk has the
+/// folder open; later scans list them after the walk: both list alike, hostile entries too, and
+/// the digests the first took spare the later ones every read.
+#[test]
+fn a_first_scan_lists_folders_without_folders_as_later_scans_do() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let fixture = Fixture::new();
+    fixture.skill("flat", "flat");
+    fixture.file("flat/notes.md", "notes");
+    let script = fixture.file("flat/run.sh", "#!/bin/sh\n");
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    fixture.file("flat/.env", "TOKEN=1");
+    fixture.fifo("flat/pipe");
+    symlink(fixture.path("flat/notes.md"), fixture.path("flat/link.md")).unwrap();
+    fs::write(fixture.path("flat").join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")), "x").unwrap();
+    // Its files are those of the skill around it too, read once.
+    fixture.skill("outer", "outer");
+    fixture.skill("outer/inner", "inner");
+    fixture.file("outer/inner/own.md", "own");
+
+    let discoverer = fixture.discoverer("");
+    let first = bounded(move || (scan(&discoverer), discoverer));
+    let (first, discoverer) = first;
+    assert_eq!(paths(listing(&first, "flat")), ["SKILL.md", "notes.md", "run.sh"]);
+    assert_eq!(
+        skipped(listing(&first, "flat")),
+        [("bad\u{fffd}.txt", &SkipReason::NotUtf8), ("link.md", &SkipReason::Symlink), ("pipe", &SkipReason::Fifo)]
+    );
+    assert_eq!(paths(listing(&first, "outer")), ["SKILL.md", "inner/SKILL.md", "inner/own.md"]);
+    assert_eq!(discoverer.files_hashed(), 6);
+    let later = scan(&discoverer);
+    assert_eq!(later.files, first.files);
+    assert_eq!(discoverer.files_hashed(), 6, "the first scan's digests are kept");
+}
+
 #[test]
 fn symlinks_fifos_and_sockets_are_reported_never_listed_or_read() {
     let fixture = Fixture::new();
