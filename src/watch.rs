@@ -982,11 +982,59 @@ fn open_folder<P: rustix::path::Arg>(at: impl AsFd, name: P) -> Result<OwnedFd, 
 }
 
 /// Watches the folder open at `fd`: exactly the folder that is listed next, whatever happens to
-/// its path meanwhile.
+/// its path meanwhile. inotify takes a path, not a descriptor: the watch is placed on `.` with
+/// the calling thread moved into the folder and back ([`ThreadFolder`]), or, where the thread
+/// cannot move (a folder it may list but not enter), through `/proc/self/fd/N`, which names the
+/// same folder at over twice the cost (procfs makes an inode for every lookup of a descriptor).
 fn add_watch(inotify: BorrowedFd<'_>, fd: BorrowedFd<'_>, mask: WatchFlags) -> Result<i32, Errno> {
-    use std::os::fd::AsRawFd as _;
+    let mask = mask | WatchFlags::ONLYDIR;
+    if let Some(watched) = THREAD_FOLDER.with(|folder| folder.watch(inotify, fd, mask)) {
+        return watched;
+    }
     let through = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    inotify::add_watch(inotify, through.as_str(), mask | WatchFlags::ONLYDIR)
+    inotify::add_watch(inotify, through.as_str(), mask)
+}
+
+thread_local! {
+    static THREAD_FOLDER: ThreadFolder = ThreadFolder::new();
+}
+
+/// The calling thread's own working folder, for placing watches through it: the thread no longer
+/// shares its working folder with the process (`unshare(CLONE_FS)`), so moving it moves no other
+/// thread, and it is back where the process's was before [`watch`](Self::watch) returns, so
+/// that a relative path means on this thread what it means on every other.
+struct ThreadFolder {
+    /// Where the thread works (the process's working folder when it was unshared); `None` where
+    /// it could not be unshared or that folder opened (watches then go through procfs).
+    home: Option<OwnedFd>,
+    /// Set when the thread could not go home: it then moves no more.
+    lost: std::cell::Cell<bool>,
+}
+
+impl ThreadFolder {
+    fn new() -> Self {
+        // SAFETY: `FS` unshares the working folder, root folder and umask, no descriptors: every
+        // descriptor stays valid on every thread.
+        let unshared = unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::FS) };
+        let home = unshared.ok().and_then(|()| {
+            rustix::fs::open(".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()
+        });
+        ThreadFolder { home, lost: std::cell::Cell::new(false) }
+    }
+
+    /// Watches the folder open at `fd` as `.`; `None` where the thread cannot move into it.
+    fn watch(&self, inotify: BorrowedFd<'_>, fd: BorrowedFd<'_>, mask: WatchFlags) -> Option<Result<i32, Errno>> {
+        let home = self.home.as_ref().filter(|_| !self.lost.get())?;
+        rustix::process::fchdir(fd).ok()?;
+        let watched = inotify::add_watch(inotify, c".", mask);
+        if let Err(errno) = rustix::process::fchdir(home) {
+            // The folder the thread came from can no longer be entered (its search permission was
+            // taken away, so a relative path fails there too): the thread stays where it is.
+            self.lost.set(true);
+            tracing::error!(%errno, "a watching thread cannot return to the working folder");
+        }
+        Some(watched)
+    }
 }
 
 /// The folders in the folder open at `fd` (symlinks are no folders here).
@@ -1079,6 +1127,37 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         paths.retain(|path| seen.insert(path.clone()));
         paths
+    }
+
+    #[test]
+    fn a_watch_placed_through_the_threads_folder_watches_that_folder_and_moves_no_other_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().canonicalize().unwrap().join("watched");
+        std::fs::create_dir(&folder).unwrap();
+        let before = std::env::current_dir().unwrap();
+        let placed = std::thread::spawn(move || {
+            // Events are queued by the writes below, before the read: it need not wait.
+            let inotify = inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).unwrap();
+            let fd = open_folder(rustix::fs::CWD, folder.as_path()).unwrap();
+            // The path is moved away: the watch is of the folder open, not of what the path names.
+            let moved = folder.with_file_name("moved");
+            std::fs::rename(&folder, &moved).unwrap();
+            std::fs::create_dir(&folder).unwrap();
+            let wd = add_watch(inotify.as_fd(), fd.as_fd(), WatchFlags::CREATE).unwrap();
+            assert!(THREAD_FOLDER.with(|thread| thread.home.is_some() && !thread.lost.get()));
+            let here = std::env::current_dir().unwrap();
+            std::fs::write(folder.join("not-this"), "x").unwrap();
+            std::fs::write(moved.join("new"), "x").unwrap();
+            let mut buffer = [std::mem::MaybeUninit::uninit(); 4096];
+            let mut events = inotify::Reader::new(&inotify, &mut buffer);
+            let event = events.next().unwrap();
+            let name = event.file_name().map(|name| name.to_bytes().to_vec());
+            (here, event.wd() == wd, name)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(placed, (before.clone(), true, Some(b"new".to_vec())), "back where the process works");
+        assert_eq!(std::env::current_dir().unwrap(), before);
     }
 
     #[test]
