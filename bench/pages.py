@@ -4,13 +4,13 @@
     bench/pages.py                  # builds the release binary; rewrites its section of docs/BENCHMARKS.md
     bench/pages.py --binary target/release/skillcat --no-doc
 
-Rows (each with its target):
-  h  GET /search at 10,000 skills: the first search of a catalog version (it makes the index),
-     then client-observed latency of mixed queries over one kept-alive connection (p99 <= 5 ms)
-  i  the catalog page (/) at 10,000 skills in headless Chromium: the browser's own navigation
-     timing, request start to the load event, each load a fresh navigation (p99 < 1 s)
-  j  with --base-binary: the release binary's size against a build without the pages and search
-     (grows by at most a few MiB)
+Rows (each with its target), named apart from bench/run's lettered rows:
+  search  GET /search at 10,000 skills: the first search of a catalog version (it makes the index),
+          then client-observed latency of mixed queries over one kept-alive connection (p99 <= 5 ms)
+  page    the catalog page (/) at 10,000 skills in headless Chromium: the browser's own navigation
+          timing, request start to the load event, each load a fresh navigation (p99 < 1 s)
+  size    with --base-binary: the release binary's size against a build without the pages and search
+          (grows by at most a few MiB)
 
 Needs Debian's chromium and chromium-driver; Selenium comes from .venv (scripts/setup-reference
 makes it when missing). Exit status 0 when every row ran, 1 when a target was missed, 2 when a
@@ -177,12 +177,12 @@ def page_row(port: int, loads: int) -> dict:
 def table(results: dict) -> list[dict]:
     search, page = results["search"], results["page"]
     return [
-        {"row": "h", "what": f"GET /search, {SKILLS:,} skills, {search['count']:,} mixed queries (limit 20)",
+        {"row": "search", "what": f"GET /search, {SKILLS:,} skills, {search['count']:,} mixed queries (limit 20)",
          "measured": f"in the server: {100 * search['server_within_5ms']:.2f}% within 5 ms; at the client: "
                      f"p50 {search['p50_ms']:.2f} ms, p99 {search['p99_ms']:.2f} ms, max {search['max_ms']:.2f} ms "
                      f"(the first search, which makes the index: {search['first_ms']:.0f} ms)",
          "target": "p99 ≤ 5 ms in the server", "met": search["server_within_5ms"] >= 0.99},
-        {"row": "i", "what": f"catalog page / in headless Chromium, {SKILLS:,} skills ({page['rows']} rows on "
+        {"row": "page", "what": f"catalog page / in headless Chromium, {SKILLS:,} skills ({page['rows']} rows on "
                              f"page 1, {page['bytes'] / 1024:,.0f} KiB, {page['transferred'] / 1024:,.0f} KiB with gzip), "
                              f"{page['loads']} loads",
          "measured": f"load event p50 {page['load_p50_ms']:.0f} ms, p99 {page['load_p99_ms']:.0f} ms "
@@ -196,7 +196,7 @@ def size_row(binary: Path, base: Path, base_label: str) -> dict:
     mib = 1024 * 1024
     size, base_size = binary.stat().st_size, base.stat().st_size
     growth = (size - base_size) / mib
-    return {"row": "j", "what": f"release binary size, against {base_label}",
+    return {"row": "size", "what": f"release binary size, against {base_label}",
             "measured": f"{size / mib:.2f} MiB against {base_size / mib:.2f} MiB: {growth:+.2f} MiB",
             "target": "≤ +4 MiB", "met": growth <= 4.0}
 
@@ -229,7 +229,7 @@ def main() -> int:
     parser.add_argument("--binary", type=Path, help="a built skillcat release binary (default: cargo build --release)")
     parser.add_argument("--queries", type=int, default=5000, help="searches measured (default 5000)")
     parser.add_argument("--loads", type=int, default=20, help="page loads measured (default 20)")
-    parser.add_argument("--base-binary", type=Path, help="a release binary without the pages, for row j")
+    parser.add_argument("--base-binary", type=Path, help="a release binary without the pages, for the size row")
     parser.add_argument("--base-label", default="the base build", help="what --base-binary was built from")
     parser.add_argument("--doc", type=Path, default=REPO / "docs/BENCHMARKS.md", help="document to update")
     parser.add_argument("--no-doc", action="store_true", help="write no document")
