@@ -985,7 +985,8 @@ fn open_folder<P: rustix::path::Arg>(at: impl AsFd, name: P) -> Result<OwnedFd, 
 /// its path meanwhile. inotify takes a path, not a descriptor: the watch is placed on `.` with
 /// the calling thread moved into the folder and back ([`ThreadFolder`]), or, where the thread
 /// cannot move (a folder it may list but not enter), through `/proc/self/fd/N`, which names the
-/// same folder at over twice the cost (procfs makes an inode for every lookup of a descriptor).
+/// same folder but whose lookup through procfs was over half of a watch's cost in a profile of
+/// a 100,000-skill start (docs/BENCHMARKS.md).
 fn add_watch(inotify: BorrowedFd<'_>, fd: BorrowedFd<'_>, mask: WatchFlags) -> Result<i32, Errno> {
     let mask = mask | WatchFlags::ONLYDIR;
     if let Some(watched) = THREAD_FOLDER.with(|folder| folder.watch(inotify, fd, mask)) {

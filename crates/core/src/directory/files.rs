@@ -68,6 +68,13 @@ impl FileKey {
 /// Digests by file status, as the last scan saw them.
 pub(crate) type Hashes = HashMap<FileKey, Digest, BuildHasherDefault<KeyHasher>>;
 
+/// The digests of both maps, each thread's gathered in one: the larger takes in the smaller.
+pub(crate) fn union(a: Hashes, b: Hashes) -> Hashes {
+    let (mut larger, smaller) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+    larger.extend(smaller);
+    larger
+}
+
 /// A fast hash of a [`FileKey`]'s numbers (a folded 128-bit multiply per number). Inode
 /// numbers and times are not chosen by an adversary who gains anything from collisions: the
 /// writer of the files can slow a scan down more simply by adding files.

@@ -256,9 +256,9 @@ impl Folder {
         let skill = read_skill(fd, location, content, digests.as_mut()).map_err(Box::new);
         // A skill with folders may enclose other skills, whose listings are cut from its own
         // after the walk: it is listed then.
-        let alone = !self.entries.iter().any(|entry| entry.kind == Kind::Directory);
+        let alone = || !self.entries.iter().any(|entry| entry.kind == Kind::Directory);
         let files = match (&skill, digests) {
-            (Ok(_), Some(digests)) if alone && digests.files.is_some() => {
+            (Ok(_), Some(digests)) if digests.files.is_some() && alone() => {
                 let seed = digests.taken.get(taken).copied();
                 digests.list_files(fd, seed)
             }

@@ -348,10 +348,10 @@ impl DirectorySkillDiscoverer {
             .collect();
         let seeded: Hashes = std::mem::take(&mut outcome.digests).into_iter().collect();
         // Read and hashed by the walk rather than by the listing.
-        self.inner.files_hashed.fetch_add(seeded.len() as u64 + outcome.listed.hashed, Ordering::Relaxed);
+        self.inner.files_hashed.fetch_add(seeded.len() as u64 + outcome.by_walk.hashed, Ordering::Relaxed);
         // The digests the walk's own listings took: known to the listing after it (a skill
         // enclosing one the walk listed reads none of its files again), and kept for the next scan.
-        let carried = std::mem::take(&mut outcome.listed.hashes);
+        let carried = std::mem::take(&mut outcome.by_walk.hashes);
         let carrying = !carried.is_empty();
         if carrying {
             let mut hashes = lock(&self.inner.hashes);
@@ -562,9 +562,7 @@ impl DirectorySkillDiscoverer {
                 listings[index] = Some(listing);
             }
             self.inner.files_hashed.fetch_add(hashed, Ordering::Relaxed);
-            let (mut larger, smaller) = if hashes.len() >= seen.len() { (hashes, seen) } else { (seen, hashes) };
-            larger.extend(smaller);
-            hashes = larger;
+            hashes = files::union(hashes, seen);
         }
         if !keep {
             // Each thread's map grew on its own, and the largest took in the others: kept until

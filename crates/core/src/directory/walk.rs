@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::FolderObserver;
-use super::files::{FileKey, Hashes};
+use super::files::{self, FileKey, Hashes};
 use super::guarded::{self};
 use super::listing::{
     Buffers, Diagnostic, Digests, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD, Slot,
@@ -67,13 +67,13 @@ pub(crate) struct Outcome {
     /// The digests of the `SKILL.md` files the walk read (see [`Digests`]), when asked for.
     pub digests: Vec<(FileKey, Digest)>,
     /// What the walk's listings of skills' files leave for the next scan.
-    pub listed: Listed,
+    pub by_walk: ListedByWalk,
 }
 
 /// The digests a walk's listings of skills' files took (of settled files: the next scan's), and
 /// how many files they read.
 #[derive(Debug, Default)]
-pub(crate) struct Listed {
+pub(crate) struct ListedByWalk {
     pub hashes: Hashes,
     pub hashed: u64,
 }
@@ -83,14 +83,8 @@ impl Outcome {
     fn absorb(&mut self, digests: Digests) {
         self.digests.extend(digests.taken);
         if let Some(lister) = digests.files {
-            self.listed.hashed += lister.hashed;
-            let (mut larger, smaller) = if self.listed.hashes.len() >= lister.current.len() {
-                (std::mem::take(&mut self.listed.hashes), lister.current)
-            } else {
-                (lister.current, std::mem::take(&mut self.listed.hashes))
-            };
-            larger.extend(smaller);
-            self.listed.hashes = larger;
+            self.by_walk.hashed += lister.hashed;
+            self.by_walk.hashes = files::union(std::mem::take(&mut self.by_walk.hashes), lister.current);
         }
     }
 }
