@@ -193,8 +193,32 @@ impl Lister {
 
     /// Lists the files beneath the open skill `folder`.
     pub(crate) fn list(&mut self, folder: BorrowedFd<'_>) -> Result<Listed, Exhausted> {
+        self.list_given(folder, None)
+    }
+
+    /// Lists the files beneath the open skill `folder`, whose own entries (name and type, in any
+    /// order) were listed already: only the folders beneath it are listed.
+    pub(crate) fn list_from<'n>(
+        &mut self,
+        folder: BorrowedFd<'_>,
+        entries: impl Iterator<Item = (&'n [u8], FileType)>,
+    ) -> Result<Listed, Exhausted> {
+        let mut names = self.spare.pop().unwrap_or_default();
+        names.bytes.clear();
+        names.entries.clear();
+        // One more than the bound is enough to say it is over.
+        for (name, file_type) in entries.take(MAX_SKILL_ENTRIES + 1) {
+            // A name is at most 255 bytes.
+            names.entries.push((names.bytes.len() as u32, name.len() as u32, file_type));
+            names.bytes.extend_from_slice(name);
+        }
+        names.sort();
+        self.list_given(folder, Some(names))
+    }
+
+    fn list_given(&mut self, folder: BorrowedFd<'_>, names: Option<Names>) -> Result<Listed, Exhausted> {
         let mut tree = Tree::default();
-        match self.folder(&mut tree, folder, "", 0) {
+        match self.folder(&mut tree, folder, "", 0, names) {
             Ok(()) => {
                 tree.folders.sort_unstable();
                 Ok(Listed { listing: FileListing::new(tree.files, tree.skipped), folders: tree.folders })
@@ -206,8 +230,25 @@ impl Lister {
 
     /// Walks one folder (`path` relative to the skill folder, empty for the skill folder), its
     /// entries in byte order of names so that the bound met first is the same on every replica.
-    fn folder(&mut self, tree: &mut Tree, fd: BorrowedFd<'_>, path: &str, depth: usize) -> Result<(), Stop> {
-        let names = match self.names(fd, MAX_SKILL_ENTRIES - tree.entries) {
+    /// `given` is the folder's listing, if it was listed already.
+    fn folder(
+        &mut self,
+        tree: &mut Tree,
+        fd: BorrowedFd<'_>,
+        path: &str,
+        depth: usize,
+        given: Option<Names>,
+    ) -> Result<(), Stop> {
+        let budget = MAX_SKILL_ENTRIES - tree.entries;
+        let listed = match given {
+            Some(names) if names.entries.len() > budget => {
+                self.spare.push(names);
+                Err(Listing::Over(budget + 1))
+            }
+            Some(names) => Ok(names),
+            None => self.names(fd, budget),
+        };
+        let names = match listed {
             Ok(names) => names,
             Err(Listing::Over(count)) => {
                 return Err(Stop::Bound(FilesUnavailable::TooManyEntries { counted: tree.entries + count }));
@@ -259,7 +300,7 @@ impl Lister {
                     return Err(Stop::Bound(FilesUnavailable::TooDeep { path: child }));
                 }
                 FileType::Directory => match guarded::open_child_directory(fd, name) {
-                    Ok(sub) => self.folder(tree, sub.as_fd(), &child, depth + 1)?,
+                    Ok(sub) => self.folder(tree, sub.as_fd(), &child, depth + 1, None)?,
                     Err(failure) => self.failed(tree, child, failure.errno)?,
                 },
                 FileType::RegularFile => self.file(tree, fd, name, child)?,
@@ -289,9 +330,7 @@ impl Lister {
             names.entries.push((names.bytes.len() as u32, name.len() as u32, entry.file_type()));
             names.bytes.extend_from_slice(name);
         }
-        let bytes = &names.bytes;
-        let name = |&(start, len, _): &(u32, u32, FileType)| &bytes[start as usize..(start + len) as usize];
-        names.entries.sort_unstable_by(|a, b| name(a).cmp(name(b)));
+        names.sort();
         Ok(names)
     }
 
@@ -478,6 +517,15 @@ pub(crate) fn settled(key: &FileKey, now: Stamp) -> bool {
 struct Names {
     bytes: Vec<u8>,
     entries: Vec<(u32, u32, FileType)>,
+}
+
+impl Names {
+    /// Puts the entries in byte order of names.
+    fn sort(&mut self) {
+        let bytes = &self.bytes;
+        let name = |&(start, len, _): &(u32, u32, FileType)| &bytes[start as usize..(start + len) as usize];
+        self.entries.sort_unstable_by(|a, b| name(a).cmp(name(b)));
+    }
 }
 
 enum Listing {

@@ -101,8 +101,9 @@ pub(super) struct Buffers {
 /// names (as one taken by the listing itself would).
 ///
 /// A first scan, which has no listings of the skills' files to reuse, also lists the files of
-/// each skill whose folder holds no folders as it reads the `SKILL.md` (its `files`), through
-/// the folder it has open: the listing after the walk would open the folder again.
+/// each skill whose folder holds no folders as it reads the `SKILL.md` (its `files`), from its
+/// own listing of the folder and through the folder it has open: the listing after the walk
+/// would open and list the folder again.
 pub(crate) struct Digests {
     known: Arc<Hashes>,
     pub(super) taken: Vec<(FileKey, Digest)>,
@@ -125,12 +126,17 @@ impl Digests {
     /// The files of the skill whose `SKILL.md` was just read from the folder open at `fd`, if
     /// this walk lists them; `None` also where the listing ran out of descriptors or memory (the
     /// listing after the walk tries it again, and fails the scan if it fails too).
-    fn list_files(&mut self, fd: BorrowedFd<'_>, seed: Option<(FileKey, Digest)>) -> Option<FileListing> {
+    fn list_files(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        folder: &Folder,
+        seed: Option<(FileKey, Digest)>,
+    ) -> Option<FileListing> {
         let lister = self.files.as_mut()?;
-        // Back to the first entry: the walk has listed the folder through this descriptor.
-        rustix::fs::seek(fd, rustix::fs::SeekFrom::Start(0)).ok()?;
         lister.seed = seed;
-        lister.list(fd).ok().map(|listed| listed.listing)
+        // The folder's own entries are the walk's listing of it, complete (or no skill is read).
+        let entries = folder.entries.iter().map(|entry| (folder.name(*entry), entry.file_type));
+        lister.list_from(fd, entries).ok().map(|listed| listed.listing)
     }
 
     /// Takes the digest of `read`, opened after `opened_after`, if it is new and settled.
@@ -180,7 +186,14 @@ pub(super) struct Entry {
     pub(super) start: u32,
     pub(super) len: u32,
     pub(super) kind: Kind,
+    /// Its type as listed (`Unknown` where it could not be examined), for a listing of the
+    /// skill's files from the same listing.
+    pub(super) file_type: FileType,
 }
+
+// The type sits in what was the entry's padding: a folder's entries, kept for every folder of a
+// tree between scans, cost no more for it.
+const _: () = assert!(std::mem::size_of::<Entry>() == 12);
 
 /// A folder opened and listed, with its `SKILL.md` already read: by a worker for a full walk, or
 /// from the picture.
@@ -260,7 +273,7 @@ impl Folder {
         let files = match (&skill, digests) {
             (Ok(_), Some(digests)) if digests.files.is_some() && alone() => {
                 let seed = digests.taken.get(taken).copied();
-                digests.list_files(fd, seed)
+                digests.list_files(fd, self, seed)
             }
             _ => None,
         };
@@ -506,7 +519,7 @@ pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut ListingBuffers) -> (F
         // millions of entries, far past any entry budget.
         let start = u32::try_from(names.len()).unwrap_or(u32::MAX);
         names.extend_from_slice(name);
-        entries.push(Entry { start, len: name.len() as u32, kind });
+        entries.push(Entry { start, len: name.len() as u32, kind, file_type });
     }
     let trouble = (!unexamined.is_empty() || error.is_some()).then(|| Box::new(Trouble { unexamined, error }));
     let folder = Folder { names: Box::from(&names[..]), entries: Box::from(&entries[..]), trouble, skill: None };
