@@ -203,14 +203,10 @@ impl Lister {
         folder: BorrowedFd<'_>,
         entries: impl Iterator<Item = (&'n [u8], FileType)>,
     ) -> Result<Listed, Exhausted> {
-        let mut names = self.spare.pop().unwrap_or_default();
-        names.bytes.clear();
-        names.entries.clear();
+        let mut names = self.spare_names();
         // One more than the bound is enough to say it is over.
         for (name, file_type) in entries.take(MAX_SKILL_ENTRIES + 1) {
-            // A name is at most 255 bytes.
-            names.entries.push((names.bytes.len() as u32, name.len() as u32, file_type));
-            names.bytes.extend_from_slice(name);
+            names.push(name, file_type);
         }
         names.sort();
         self.list_given(folder, Some(names))
@@ -311,11 +307,17 @@ impl Lister {
         Ok(())
     }
 
-    /// Lists `fd`'s entries in byte order of names, stopping when there are more than `budget`.
-    fn names(&mut self, fd: BorrowedFd<'_>, budget: usize) -> Result<Names, Listing> {
+    /// An empty listing, reusing one already walked.
+    fn spare_names(&mut self) -> Names {
         let mut names = self.spare.pop().unwrap_or_default();
         names.bytes.clear();
         names.entries.clear();
+        names
+    }
+
+    /// Lists `fd`'s entries in byte order of names, stopping when there are more than `budget`.
+    fn names(&mut self, fd: BorrowedFd<'_>, budget: usize) -> Result<Names, Listing> {
+        let mut names = self.spare_names();
         let mut stream = RawDir::new(fd, self.listing.spare_capacity_mut());
         while let Some(entry) = stream.next() {
             let entry = entry.map_err(Listing::Failed)?;
@@ -326,9 +328,7 @@ impl Lister {
             if names.entries.len() == budget {
                 return Err(Listing::Over(budget + 1));
             }
-            // A name is at most 255 bytes, and at most `MAX_SKILL_ENTRIES` are kept.
-            names.entries.push((names.bytes.len() as u32, name.len() as u32, entry.file_type()));
-            names.bytes.extend_from_slice(name);
+            names.push(name, entry.file_type());
         }
         names.sort();
         Ok(names)
@@ -520,6 +520,12 @@ struct Names {
 }
 
 impl Names {
+    /// Adds an entry. A name is at most 255 bytes, and at most `MAX_SKILL_ENTRIES + 1` are kept.
+    fn push(&mut self, name: &[u8], file_type: FileType) {
+        self.entries.push((self.bytes.len() as u32, name.len() as u32, file_type));
+        self.bytes.extend_from_slice(name);
+    }
+
     /// Puts the entries in byte order of names.
     fn sort(&mut self) {
         let bytes = &self.bytes;
