@@ -22,6 +22,7 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
+use axum::body::HttpBody as _;
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
@@ -347,8 +348,11 @@ where
         let Ok(permit) = Arc::clone(&self.limits.slots).try_acquire_owned() else {
             return LimitFuture::Refused { response: Some(HttpError::Overloaded.into_response()) };
         };
-        // For `BoundedBody`, which reads request bodies within it.
-        request.extensions_mut().insert(BodyDeadline(self.limits.body_timeout));
+        // For `BoundedBody`, which reads request bodies within it. A request that has ended with
+        // its head (most: a GET, a revalidation) has no body to read, and is spared the extension.
+        if !request.body().is_end_stream() {
+            request.extensions_mut().insert(BodyDeadline(self.limits.body_timeout));
+        }
         LimitFuture::Running {
             future: tokio::time::timeout(self.limits.request_timeout, self.inner.call(request)),
             _permit: permit,
