@@ -27,8 +27,10 @@ trap 'rm -f "$out"' EXIT
 RUST_LOG=warn perf stat -x, -e "${events%,}" -o "$out" \
     "$binary" serve --config "$config" --listen "127.0.0.1:$port" --rescan-interval 0 >/dev/null 2>&1 &
 perf_pid=$!
+ready=
 for _ in $(seq 6000); do
     if curl -sf -o /dev/null "http://127.0.0.1:$port/readyz"; then
+        ready=1
         break
     fi
     if ! kill -0 "$perf_pid" 2>/dev/null; then
@@ -38,6 +40,12 @@ for _ in $(seq 6000); do
     sleep 0.02
 done
 server=$(pgrep -P "$perf_pid" || true)
+if [[ -z $ready ]]; then
+    echo "the server was not ready within 120 s" >&2
+    [[ -n $server ]] && kill -INT "$server"
+    wait "$perf_pid" || true
+    exit 1
+fi
 if [[ -z $server ]]; then
     echo "no server under perf" >&2
     exit 1
