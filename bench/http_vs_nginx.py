@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -309,7 +310,9 @@ def run_wrk(settings: WrkSettings, url: str, script: Path, headers: dict[str, st
     for name, value in headers.items():
         command += ["-H", f"{name}: {value}"]
     command.append(url)
+    client_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run(command, capture_output=True, text=True, timeout=seconds + 120)
+    client_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     for line in result.stdout.splitlines():
         if line.startswith("WRK_RESULT "):
             data = json.loads(line[len("WRK_RESULT "):])
@@ -322,6 +325,10 @@ def run_wrk(settings: WrkSettings, url: str, script: Path, headers: dict[str, st
     if errors:
         raise BenchError(f"wrk saw errors {errors}: {' '.join(command)}")
     data["rps"] = data["requests"] / (data["duration_us"] / 1e6)
+    # The client's CPU time per request: on a machine that runs both, it is what the server's
+    # rate is bounded by once the server's own share is small.
+    client_seconds = (client_after.ru_utime + client_after.ru_stime) - (client_before.ru_utime + client_before.ru_stime)
+    data["client_cpu_us_per_request"] = client_seconds / data["requests"] * 1e6
     data["bytes_per_response"] = data["bytes"] / data["requests"]
     return data
 
@@ -390,6 +397,7 @@ def measure_server(settings: WrkSettings, port: int, cases: list[Case], etag: st
         data["cpu_us_per_request"] = (cpu_seconds(pids) - cpu_before) / data["requests"] * 1e6
         log(f"    {server:8} {case.key:9} {data['rps']:10.0f} req/s  p50 {data['p50_us'] / 1000:7.3f} ms  "
             f"p99 {data['p99_us'] / 1000:7.3f} ms  {data['cpu_us_per_request']:6.1f} µs CPU/request  "
+            f"(wrk {data['client_cpu_us_per_request']:6.1f} µs)  "
             f"({data['bytes_per_response']:.0f} B/response)")
         results.runs.setdefault(case.key, []).append(data)
 

@@ -72,10 +72,13 @@ def median_of(runs: list[dict], metric: str) -> float:
 
 
 def cpu(runs: list[dict]) -> str:
-    """The server's own CPU time per request (all its threads or processes), if measured."""
+    """The server's own CPU time per request (all its threads or processes), and wrk's, if measured."""
     if not all("cpu_us_per_request" in run for run in runs):
         return ""
-    return f"; {median_of(runs, 'cpu_us_per_request'):.0f} µs CPU/request"
+    client = ""
+    if all("client_cpu_us_per_request" in run for run in runs):
+        client = f" (wrk's {median_of(runs, 'client_cpu_us_per_request'):.0f} µs)"
+    return f"; {median_of(runs, 'cpu_us_per_request'):.0f} µs CPU/request{client}"
 
 
 def http_rows(result: dict) -> list[dict]:
