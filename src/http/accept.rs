@@ -10,7 +10,7 @@ pub fn accepts_gzip(headers: &HeaderMap) -> bool {
 
 /// Where a browser's request went (its path and query), for an error page: `None` for
 /// every other client. A browser is a request whose `Accept` prefers `text/html` to JSON.
-pub fn browser_target(request: &axum::extract::Request) -> Option<String> {
+pub fn browser_target<B>(request: &axum::http::Request<B>) -> Option<String> {
     prefers_html(request.headers())
         .then(|| request.uri().path_and_query().map_or("/", |target| target.as_str()).to_owned())
 }

@@ -2,8 +2,7 @@
 //! `Authorization: Bearer <token>`, or, for a browser's safe requests, the login cookie that the
 //! pages' login form sets.
 
-use axum::extract::Request;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Request, header};
 
 use super::error::HttpError;
 use crate::app::App;
@@ -40,7 +39,14 @@ impl From<HttpError> for Refused {
 /// [`Authenticated`]) or refuses it with a 401 (answered late when its client has presented many
 /// wrong tokens, or 429 when it has too many such answers waiting). `route` is the request's
 /// route template (`None` when no route matched), which decides whether it is an open one.
-pub fn check(app: &App, request: &mut Request, route: Option<&str>) -> Result<(), Refused> {
+/// `peer` is the connection's peer where the caller knows it; otherwise the request's own
+/// ([`client_address`]) is the client that a wrong token counts against.
+pub fn check<B>(
+    app: &App,
+    request: &mut Request<B>,
+    route: Option<&str>,
+    peer: Option<std::net::SocketAddr>,
+) -> Result<(), Refused> {
     let Some(store) = &app.tokens else {
         return Ok(());
     };
@@ -63,17 +69,20 @@ pub fn check(app: &App, request: &mut Request, route: Option<&str>) -> Result<()
             request.extensions_mut().insert(Authenticated(digest));
             Ok(())
         }
-        Err(error) => Err(match store.throttle().failed(client_address(request), how) {
-            Penalty::None => Refused { error, wait: None },
-            Penalty::Wait(delay, waiting) => Refused { error, wait: Some((delay, waiting)) },
-            Penalty::Refuse(seconds) => HttpError::TooManyFailures(seconds).into(),
-        }),
+        Err(error) => {
+            let client = peer.map_or_else(|| client_address(request), |peer| peer.ip());
+            Err(match store.throttle().failed(client, how) {
+                Penalty::None => Refused { error, wait: None },
+                Penalty::Wait(delay, waiting) => Refused { error, wait: Some((delay, waiting)) },
+                Penalty::Refuse(seconds) => HttpError::TooManyFailures(seconds).into(),
+            })
+        }
     }
 }
 
 /// The address a request came from (the server records each connection's peer; a router driven
 /// in-process has none, and its requests count as one client's).
-pub fn client_address<B>(request: &axum::http::Request<B>) -> std::net::IpAddr {
+pub fn client_address<B>(request: &Request<B>) -> std::net::IpAddr {
     request
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()

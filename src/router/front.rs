@@ -10,16 +10,21 @@
 //! deadline) and the same handler code (`rest::listing`, `rest::load`), with the route known from
 //! the request line. A request the fast route would read differently from the router (another
 //! method, a percent-encoded name) goes through the router.
+//!
+//! A fast route's request is also spared two things the router needs: its body stays hyper's own
+//! (boxed only when a load reads it), and it carries no `ConnectInfo`, since its gate is told the
+//! connection's peer instead ([`Front::for_peer`]). Each would cost allocations in every 304.
 
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::Method;
 use axum::response::{IntoResponse as _, Response};
 use axum::routing::future::RouteFuture;
@@ -39,6 +44,8 @@ pub struct Front {
     router: Router,
     listing: Gate<Limit<Listing>>,
     load: Gate<Limit<Load>>,
+    /// The peer of the one connection this serves, once [`Front::for_peer`] has said it.
+    peer: Option<SocketAddr>,
 }
 
 impl Front {
@@ -50,7 +57,20 @@ impl Front {
             router,
             listing: gate(LISTING).layer(limit.layer(Listing(Arc::clone(app)))),
             load: gate(LOAD).layer(limit.layer(Load(Arc::clone(app)))),
+            peer: None,
         }
+    }
+
+    /// This service for the requests of one connection, from `peer`. The fast routes' gates are
+    /// told the peer; a request for the router carries it as `ConnectInfo`, where the routes that
+    /// count their clients (event streams, MCP, the login form) and the router's gate read it. A
+    /// fast route's request carries no extension for it.
+    pub fn for_peer(&self, peer: SocketAddr) -> Front {
+        let mut front = self.clone();
+        front.listing.for_peer(peer);
+        front.load.for_peer(peer);
+        front.peer = Some(peer);
+        front
     }
 }
 
@@ -90,11 +110,16 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<B>) -> FrontFuture {
+    fn call(&mut self, mut request: Request<B>) -> FrontFuture {
         match fast_route(request.method(), request.uri().path()) {
-            Some(FastRoute::Listing) => FrontFuture::Listing { future: self.listing.call(request.map(Body::new)) },
-            Some(FastRoute::Load(_)) => FrontFuture::Load { future: self.load.call(request.map(Body::new)) },
-            None => FrontFuture::Router { future: self.router.call(request) },
+            Some(FastRoute::Listing) => FrontFuture::Listing { future: self.listing.call(request) },
+            Some(FastRoute::Load(_)) => FrontFuture::Load { future: self.load.call(request) },
+            None => {
+                if let Some(peer) = self.peer {
+                    request.extensions_mut().insert(ConnectInfo(peer));
+                }
+                FrontFuture::Router { future: self.router.call(request) }
+            }
         }
     }
 }
@@ -124,7 +149,7 @@ impl Future for FrontFuture {
 #[derive(Clone)]
 pub(super) struct Listing(Arc<App>);
 
-impl Service<Request> for Listing {
+impl<B> Service<Request<B>> for Listing {
     type Response = Response;
     type Error = Infallible;
     type Future = Ready<Result<Response, Infallible>>;
@@ -133,7 +158,8 @@ impl Service<Request> for Listing {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    /// The body, which a `GET` does not read, is never boxed.
+    fn call(&mut self, request: Request<B>) -> Self::Future {
         ready(Ok(crate::rest::listing(&self.0, request.headers()).into_response()))
     }
 }
@@ -145,7 +171,11 @@ type BoxedAnswer = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + S
 #[derive(Clone)]
 pub(super) struct Load(Arc<App>);
 
-impl Service<Request> for Load {
+impl<B> Service<Request<B>> for Load
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
     type Response = Response;
     type Error = Infallible;
     type Future = BoxedAnswer;
@@ -154,8 +184,9 @@ impl Service<Request> for Load {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, request: Request<B>) -> Self::Future {
         let app = Arc::clone(&self.0);
+        let request = request.map(Body::new);
         Box::pin(async move {
             // `Front` routes only loads here: without a name this is no route.
             let name = load_name(request.uri().path()).map(str::to_owned).ok_or(HttpError::RouteNotFound);

@@ -15,6 +15,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,9 +23,9 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
-use axum::body::HttpBody as _;
-use axum::extract::{MatchedPath, Request};
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::body::HttpBody;
+use axum::extract::MatchedPath;
+use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower::{Layer, Service};
@@ -64,7 +65,7 @@ impl<S> Layer<S> for GateLayer {
     type Service = Gate<S>;
 
     fn layer(&self, inner: S) -> Gate<S> {
-        Gate { inner, app: Arc::clone(&self.app), route: self.route }
+        Gate { inner, app: Arc::clone(&self.app), route: self.route, peer: None }
     }
 }
 
@@ -73,6 +74,16 @@ pub struct Gate<S> {
     inner: S,
     app: Arc<App>,
     route: Option<&'static str>,
+    /// The connection's peer, for a gate served to one connection (`super::front`); the router's
+    /// gate, shared by every connection, reads the request's `ConnectInfo` instead.
+    peer: Option<SocketAddr>,
+}
+
+impl<S> Gate<S> {
+    /// This gate for the requests of the connection from `peer`.
+    pub(super) fn for_peer(&mut self, peer: SocketAddr) {
+        self.peer = Some(peer);
+    }
 }
 
 /// The route template of a request, as the OpenAPI document spells it apart from axum's
@@ -85,7 +96,7 @@ enum Route {
 }
 
 impl Route {
-    fn of(known: Option<&'static str>, request: &Request) -> Self {
+    fn of<B>(known: Option<&'static str>, request: &Request<B>) -> Self {
         match known {
             Some(route) => Route::Known(route),
             None => request
@@ -108,9 +119,9 @@ impl Route {
     }
 }
 
-impl<S> Service<Request> for Gate<S>
+impl<S, B> Service<Request<B>> for Gate<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request<B>, Response = Response, Error = Infallible>,
 {
     type Response = Response;
     type Error = Infallible;
@@ -122,7 +133,7 @@ where
 
     /// The request's way in: its id, its span, then (inside the span) admission, then the route,
     /// with a panic caught.
-    fn call(&mut self, mut request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let started = Instant::now();
         let route = Route::of(self.route, &request);
         let id = request_id(&request);
@@ -130,7 +141,7 @@ where
         let mut browser = None;
         let state = span.in_scope(|| {
             tracing::debug!("started processing request");
-            match admit(&self.app, &mut request, route.matched(), &mut browser) {
+            match admit(&self.app, &mut request, route.matched(), self.peer, &mut browser) {
                 Ok(()) => match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
                     Ok(future) => State::Running { future },
                     Err(_panic) => State::Answered { response: Some(HttpError::Internal.into_response()) },
@@ -148,7 +159,7 @@ where
 }
 
 /// The client's own request id (kept, and sent back), or a new one.
-fn request_id(request: &Request) -> HeaderValue {
+fn request_id<B>(request: &Request<B>) -> HeaderValue {
     match request.headers().get(X_REQUEST_ID) {
         Some(id) => id.clone(),
         None => next_request_id(),
@@ -157,7 +168,7 @@ fn request_id(request: &Request) -> HeaderValue {
 
 /// The request's span. A debug span, so that at the default `info` its fields are not formatted
 /// for every request; `RUST_LOG=skillcat::router=debug` shows it and its lines.
-fn request_span(request: &Request, route: &Route, id: &HeaderValue) -> tracing::Span {
+fn request_span<B>(request: &Request<B>, route: &Route, id: &HeaderValue) -> tracing::Span {
     tracing::debug_span!(
         "request",
         method = %request.method(),
@@ -169,11 +180,17 @@ fn request_span(request: &Request, route: &Route, id: &HeaderValue) -> tracing::
 /// Admission, outside the limits so that a request without credentials never takes a slot: the
 /// head first (as hyper's own checks of it), then the credentials. From the head on, a browser
 /// gets its errors as pages (`browser`: where it went), the login page for a 401 among them.
-fn admit(app: &App, request: &mut Request, route: Option<&str>, browser: &mut Option<String>) -> Result<(), Refused> {
+fn admit<B>(
+    app: &App,
+    request: &mut Request<B>,
+    route: Option<&str>,
+    peer: Option<SocketAddr>,
+    browser: &mut Option<String>,
+) -> Result<(), Refused> {
     check_host(request.version(), request.headers())?;
     check_uri_length(request.uri())?;
     *browser = browser_target(request);
-    auth::check(app, request, route)
+    auth::check(app, request, route, peer)
 }
 
 pin_project_lite::pin_project! {
@@ -331,9 +348,10 @@ pub struct Limit<S> {
     limits: LimitLayer,
 }
 
-impl<S> Service<Request> for Limit<S>
+impl<S, B> Service<Request<B>> for Limit<S>
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S: Service<Request<B>, Response = Response, Error = Infallible>,
+    B: HttpBody,
 {
     type Response = Response;
     type Error = Infallible;
@@ -343,7 +361,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         // At capacity the request is refused at once rather than queued.
         let Ok(permit) = Arc::clone(&self.limits.slots).try_acquire_owned() else {
             return LimitFuture::Refused { response: Some(HttpError::Overloaded.into_response()) };

@@ -24,7 +24,7 @@ use crate::http::Limits;
 use crate::limits::{AnswerBytes, ConnectionLimits, StreamSlots, answer_budget, memory_limit, raise_descriptor_limit};
 use crate::observability::Metrics;
 use crate::sources::Sources;
-use threads::{Connections, Threads};
+use threads::{Balance, Connections, Threads};
 
 /// Everything `serve` needs, resolved from flags, environment and the config file.
 #[derive(Debug, Clone)]
@@ -204,15 +204,16 @@ impl Server {
             .max_header_size(options.max_header_bytes)
             .max_buf_size(crate::limits::CONNECTION_BUFFER.max(options.max_header_bytes))
             .keep_alive(true);
+        let count = tokio::runtime::Handle::current().metrics().num_workers();
         let connections = Connections {
             router: crate::router::router(Arc::clone(&app), &options.limits),
             http,
             slots: Arc::new(Semaphore::new(limits.max_connections)),
             send_timeout: options.send_timeout,
             grace: options.shutdown_grace,
+            balance: Arc::new(Balance::new(count)),
         };
-        let count = tokio::runtime::Handle::current().metrics().num_workers();
-        let threads = Threads::start(listener.into_std()?, count, &connections, &shutdown)?;
+        let threads = Threads::start(listener.into_std()?, &connections, &shutdown)?;
         tokio::spawn(memory::trim_after_bursts(connections.slots, limits.max_connections, shutdown.subscribe()));
         let url = match &app.public_url {
             Some(public) => format!("{public}/"),

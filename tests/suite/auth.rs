@@ -621,3 +621,52 @@ async fn wrong_tokens_beyond_a_burst_are_answered_slowly() {
     }
     assert!(refused >= 8, "{refused} refused at once");
 }
+
+/// Wrong tokens count against the address they came from, on the routes taken before the router
+/// (`GET /skills`) as on the router's: once one address waits for its 401s, on either kind of
+/// route, another address is answered at once on both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_tokens_count_against_their_own_address_on_every_route() {
+    use skillcat::auth::throttle::{BURST, PENALTY};
+    let dir = skills();
+    let (_tokens, path) = token_file("t0ken\n");
+    let app = serve(dir.path(), &path).await;
+    let from = |address: [u8; 4]| {
+        reqwest::Client::builder().local_address(std::net::IpAddr::from(address)).build().expect("a client")
+    };
+    let (first, second) = (from([127, 0, 0, 1]), from([127, 0, 0, 2]));
+    let wrong = |client: &reqwest::Client, path: &str| {
+        let request = client.get(app.url(path)).header("authorization", "Bearer wrong");
+        async move {
+            let sent = Instant::now();
+            let status = request.send().await.expect("request").status();
+            (status.as_u16(), sent.elapsed())
+        }
+    };
+    // The first address spends its burst and what it earns meanwhile on a route of the router.
+    let started = Instant::now();
+    let mut waited = false;
+    while !waited {
+        assert!(started.elapsed() < Duration::from_secs(60), "wrong tokens never made the first address wait");
+        let (status, took) = wrong(&first, "/skills/alpha").await;
+        assert!(status == 401 || status == 429, "{status}");
+        waited = took >= PENALTY || status == 429;
+    }
+    // On the fast route the same address has only what it earned since its last wait (a try every
+    // REFILL), far from the burst a new address starts with.
+    let mut at_once = 0;
+    loop {
+        let (status, took) = wrong(&first, "/skills").await;
+        if took >= PENALTY || status == 429 {
+            break;
+        }
+        at_once += 1;
+        assert!(at_once < BURST as usize / 2, "the fast route counts the same address: {at_once} answered at once");
+    }
+    for path in ["/skills", "/skills/alpha"] {
+        let (status, took) = wrong(&second, path).await;
+        assert_eq!(status, 401, "{path}");
+        assert!(took < PENALTY / 2, "another address is answered at once on {path}: {took:?}");
+    }
+    app.shutdown().await.unwrap();
+}
