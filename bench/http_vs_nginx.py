@@ -14,6 +14,11 @@ If-None-Match -> 304 (each server's own tag), and POST /skills/NAME/load. The 30
 the hyper floor (bench/hyper-floor: hyper answering a fixed 304 with nothing else), in the same
 rounds, as the least any server built on hyper can do on this machine.
 
+The 304 and the load are also run paced (keys "304-paced", "load-paced"): each connection waits
+`pace_ms` after every answer before its next request, so both servers get the same offered load,
+well below what either can answer. wrk and the servers then do not take every slice of the
+cores, and the tail is the server's own rather than the scheduler's wait for a core.
+
 Standard library only.
 """
 
@@ -289,15 +294,21 @@ class WrkSettings:
     connections: int
     duration: float
     warmup: float
+    # What a paced case waits on each connection after an answer (wrk's `delay()`, whole ms).
+    pace_ms: int = 1
 
 
-def wrk_script(directory: Path, method: str, body: bytes | None, content_type: str | None) -> Path:
+def wrk_script(directory: Path, method: str, body: bytes | None, content_type: str | None,
+               pace_ms: int | None = None) -> Path:
     lines = [f'wrk.method = "{method}"']
+    if pace_ms is not None:
+        lines.append(f"function delay() return {pace_ms} end")
     if body is not None:
         lines.append(f"wrk.body = [==[{body.decode()}]==]")
     if content_type:
         lines.append(f'wrk.headers["Content-Type"] = "{content_type}"')
-    script = directory / f"wrk-{method.lower()}-{len(body or b'')}.lua"
+    paced = f"-paced-{pace_ms}ms" if pace_ms is not None else ""
+    script = directory / f"wrk-{method.lower()}-{len(body or b'')}{paced}.lua"
     script.write_text("\n".join(lines) + "\n" + WRK_DONE, encoding="utf-8")
     return script
 
@@ -346,6 +357,7 @@ class Case:
     expected_body: bytes
     encoding: str | None = None          # Accept-Encoding to send
     conditional: bool = False            # send If-None-Match with the server's own tag
+    paced: bool = False                  # each connection waits WrkSettings.pace_ms between requests
 
 
 @dataclass
@@ -386,7 +398,8 @@ def measure_server(settings: WrkSettings, port: int, cases: list[Case], etag: st
                    server: str, pids: list[int], results: ServerRun) -> None:
     url_base = f"http://127.0.0.1:{port}"
     for case in cases:
-        script = wrk_script(scripts, case.method, case.body, "application/json" if case.body is not None else None)
+        pace = settings.pace_ms if case.paced else None
+        script = wrk_script(scripts, case.method, case.body, "application/json" if case.body is not None else None, pace)
         headers = {name: value for name, value in headers_for(case, etag).items() if name != "Content-Type"}
         url = url_base + case.path
         if settings.warmup > 0:
@@ -395,6 +408,9 @@ def measure_server(settings: WrkSettings, port: int, cases: list[Case], etag: st
         data = run_wrk(settings, url, script, headers, settings.duration)
         # The server's own CPU time per request, whatever share of the cores wrk took.
         data["cpu_us_per_request"] = (cpu_seconds(pids) - cpu_before) / data["requests"] * 1e6
+        data["connections"] = settings.connections
+        if pace is not None:
+            data["pace_ms"] = pace
         log(f"    {server:8} {case.key:9} {data['rps']:10.0f} req/s  p50 {data['p50_us'] / 1000:7.3f} ms  "
             f"p99 {data['p99_us'] / 1000:7.3f} ms  {data['cpu_us_per_request']:6.1f} µs CPU/request  "
             f"(wrk {data['client_cpu_us_per_request']:6.1f} µs)  "
@@ -483,15 +499,17 @@ def measure_catalog(
             cases.append(Case("get-gzip", "GET", "/skills", None, 200, gzip.body, encoding="gzip"))
     if "b" in rows:
         cases.append(Case("304", "GET", "/skills", None, 304, b"", conditional=True))
+        cases.append(Case("304-paced", "GET", "/skills", None, 304, b"", conditional=True, paced=True))
     if load is not None:
         cases.append(Case("load", "POST", load_path, LOAD_REQUEST_BODY, 200, load.body))
+        cases.append(Case("load-paced", "POST", load_path, LOAD_REQUEST_BODY, 200, load.body, paced=True))
 
     scripts = work / "wrk"
     scripts.mkdir(exist_ok=True)
     result = CatalogResult(skills, len(identity.body), len(gzip.body) if has_gzip else None,
                            len(load.body) if load is not None else None, ServerRun(), ServerRun(), ServerRun())
     # The floor answers only the 304.
-    floor_cases = [case for case in cases if case.key == "304"] if floor else []
+    floor_cases = [case for case in cases if case.key in ("304", "304-paced")] if floor else []
     servers = ["skillcat"] + (["baseline"] if baseline else []) + ["nginx"] + (["floor"] if floor_cases else [])
     for round_index in range(rounds):
         order = servers if round_index % 2 == 0 else servers[::-1]
