@@ -6,8 +6,9 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
@@ -38,6 +39,12 @@ pub(super) const MAX_KEPT: usize = 4;
 /// descriptor is on the path it walks, which the depth bound bounds.
 pub(super) const MAX_KEPT_AHEAD: usize = 64;
 pub(super) const MAX_THREADS: usize = 4;
+/// How long a thread out of work (a helper with an empty queue, the walk waiting for a run a
+/// helper holds) watches for it before it sleeps, while its waits are short ([`Waits`]). A sleep
+/// costs the waker a system call and the sleeper the wake-up's latency (tens of microseconds on a
+/// virtual machine): in `check`'s scan of 10,000 skills the threads slept about 600 times, and
+/// the scan took a fourteenth longer (docs/BENCHMARKS.md). Watching longer gained nothing.
+pub(super) const SPIN: Duration = Duration::from_micros(50);
 /// Large enough for any single directory entry, so `getdents64` never fails with `EINVAL`.
 const LISTING_BUFFER: usize = 32 * 1024;
 const MAX_DIAGNOSTIC_PART: usize = 300;
@@ -303,6 +310,49 @@ pub(super) struct Task {
 pub(super) struct Slot {
     pub(super) state: Mutex<SlotState>,
     pub(super) ready: Condvar,
+    /// Set once `state.value` is, so that a waiter can watch for it without the lock.
+    pub(super) filled: AtomicBool,
+}
+
+/// Whether a thread out of work watches for it before it sleeps: only while its last wait was
+/// short (within twice [`SPIN`]). Where waits are long, as in the server's first walk, which
+/// places a watch on every folder and so gives its helpers less to do, watching would only burn
+/// the core (in that walk of 100,000 skills, a third of a second of CPU time, nothing gained).
+#[derive(Debug, Default)]
+pub(super) struct Waits {
+    long: bool,
+}
+
+impl Waits {
+    /// Watches for `ready` for [`SPIN`], unless the last wait was long; gives when the wait began.
+    pub(super) fn watch(&self, ready: impl Fn() -> bool) -> Instant {
+        let began = Instant::now();
+        if !self.long {
+            spin_until(SPIN, ready);
+        }
+        began
+    }
+
+    /// The wait that began at `began` is over.
+    pub(super) fn ended(&mut self, began: Instant) {
+        self.long = began.elapsed() > 2 * SPIN;
+    }
+}
+
+/// Whether `ready` held within `window`, checked without sleeping (the core is not given up).
+pub(super) fn spin_until(window: Duration, ready: impl Fn() -> bool) -> bool {
+    let started = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if started.elapsed() >= window {
+            return ready();
+        }
+    }
 }
 
 #[derive(Default)]
@@ -315,6 +365,7 @@ impl Slot {
     pub(super) fn put(&self, prepared: Vec<Prepared>) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.value = Some(prepared);
+        self.filled.store(true, Ordering::Release);
         if state.waiting {
             self.ready.notify_one();
         }
@@ -324,10 +375,12 @@ impl Slot {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).value.take()
     }
 
-    pub(super) fn take(&self) -> Vec<Prepared> {
+    pub(super) fn take(&self, waits: &mut Waits) -> Vec<Prepared> {
+        let began = waits.watch(|| self.filled.load(Ordering::Acquire));
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(prepared) = state.value.take() {
+                waits.ended(began);
                 return prepared;
             }
             state.waiting = true;
@@ -351,6 +404,9 @@ pub(super) struct Queue {
     /// Set when the helpers list the files of the skills they read too (see [`Digests`]): how
     /// long ago a file's status must have changed for its digest to be kept.
     pub(super) settle_seconds: Option<i64>,
+    /// Counts every push (and the close), so that a helper about to sleep can watch for the next
+    /// without the lock.
+    pub(super) pushes: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -364,6 +420,7 @@ impl Queue {
     pub(super) fn push(&self, task: Task) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.tasks.push_back(task);
+        self.pushes.fetch_add(1, Ordering::Release);
         if state.idle > 0 {
             self.available.notify_one();
         }
@@ -377,16 +434,19 @@ impl Queue {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.closed = true;
         state.tasks.clear();
+        self.pushes.fetch_add(1, Ordering::Release);
         self.available.notify_all();
     }
 
     /// A helper thread's loop: prepare queued folders until the walk ends, sleeping while there
-    /// are none. It never polls with `sched_yield`: on a machine with other work, each yield hands
-    /// the core to another process for a time slice, and the walk, never yielding, ended up
-    /// preparing nearly every folder itself. Gives the digests it took.
+    /// are none (after watching for one for [`SPIN`]). It never polls with `sched_yield`: on a
+    /// machine with other work, each yield hands the core to another process for a time slice,
+    /// and the walk, never yielding, ended up preparing nearly every folder itself. Gives the
+    /// digests it took.
     pub(super) fn serve(&self) -> Option<Digests> {
         let mut buffers = Buffers::new(self.observer.clone());
         buffers.digests = self.digests.clone().map(|known| Digests::of_scan(known, self.settle_seconds));
+        let mut waits = Waits::default();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(task) = state.tasks.pop_front() {
@@ -396,9 +456,18 @@ impl Queue {
             } else if state.closed {
                 return buffers.digests;
             } else {
-                state.idle += 1;
-                state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
-                state.idle -= 1;
+                // Watched a while before sleeping; the lock is taken again before it sleeps, so a
+                // push in between is never missed.
+                let seen = self.pushes.load(Ordering::Acquire);
+                drop(state);
+                let began = waits.watch(|| self.pushes.load(Ordering::Acquire) != seen);
+                state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                if state.tasks.is_empty() && !state.closed {
+                    state.idle += 1;
+                    state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
+                    state.idle -= 1;
+                }
+                waits.ended(began);
             }
         }
     }

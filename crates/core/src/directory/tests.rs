@@ -287,3 +287,75 @@ fn the_walk_takes_the_digests_of_the_settled_skill_files_it_reads() {
     assert_eq!(listed("fresh"), [("SKILL.md".to_owned(), digest(&dir.path().join("fresh/SKILL.md")))]);
     assert_eq!(discoverer.files_hashed(), 4, "each file read and hashed once, by the walk or the listing");
 }
+
+/// A helper out of work watches the queue for a while, then sleeps; a run pushed while it
+/// watches and one pushed once it sleeps are both taken, never left waiting in the queue.
+#[test]
+fn a_helper_takes_runs_pushed_while_it_watches_and_after_it_slept() {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::sync::atomic::Ordering;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().as_os_str().as_bytes().to_vec();
+    let queue = Arc::new(listing::Queue::default());
+    let helper = {
+        let queue = Arc::clone(&queue);
+        std::thread::spawn(move || queue.serve())
+    };
+    for round in 0..60 {
+        if round % 4 == 3 {
+            // Long past the watch: the helper is asleep when the run comes (and does not watch
+            // at its next wait, which follows a long one).
+            std::thread::sleep(listing::SPIN * 10);
+        }
+        let slot = Arc::new(listing::Slot::default());
+        queue.push(listing::Task {
+            opener: listing::Opener::Root,
+            paths: vec![root.clone()],
+            descend: false,
+            slot: Arc::clone(&slot),
+        });
+        // Never taken by the test itself: only the helper can fill the slot.
+        let filled = listing::spin_until(std::time::Duration::from_secs(10), || slot.filled.load(Ordering::Acquire));
+        assert!(filled, "round {round}: the run was left in the queue");
+        assert_eq!(slot.take(&mut listing::Waits::default()).len(), 1);
+    }
+    queue.close();
+    helper.join().unwrap();
+}
+
+#[test]
+fn spin_until_says_whether_the_condition_held_within_the_window() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let window = std::time::Duration::from_millis(20);
+    let started = std::time::Instant::now();
+    assert!(!listing::spin_until(window, || false));
+    assert!(started.elapsed() >= window);
+    let flag = Arc::new(AtomicBool::new(false));
+    let setter = {
+        let flag = Arc::clone(&flag);
+        std::thread::spawn(move || flag.store(true, Ordering::Release))
+    };
+    assert!(listing::spin_until(std::time::Duration::from_secs(10), || flag.load(Ordering::Acquire)));
+    setter.join().unwrap();
+}
+
+#[test]
+fn a_thread_watches_for_work_only_while_its_waits_are_short() {
+    let asked = std::cell::Cell::new(0);
+    let ready = || {
+        asked.set(asked.get() + 1);
+        false
+    };
+    let mut waits = listing::Waits::default();
+    waits.watch(ready);
+    assert!(asked.get() > 0, "the first wait is watched");
+    waits.ended(std::time::Instant::now() - listing::SPIN * 3);
+    asked.set(0);
+    waits.watch(ready);
+    assert_eq!(asked.get(), 0, "after a long wait the next one sleeps at once");
+    waits.ended(std::time::Instant::now());
+    waits.watch(ready);
+    assert!(asked.get() > 0, "after a short wait the next one is watched again");
+}

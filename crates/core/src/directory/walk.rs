@@ -25,7 +25,7 @@ use super::files::{self, FileKey, Hashes};
 use super::guarded::{self};
 use super::listing::{
     Buffers, Diagnostic, Digests, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD, Slot,
-    Task, Visit, identity, prepare, prepare_child, relist,
+    Task, Visit, Waits, identity, prepare, prepare_child, relist,
 };
 use super::path::{AbsoluteRoot, join};
 use crate::discover::ContentVersion;
@@ -247,6 +247,8 @@ struct Walk<'q> {
     picture: Picture,
     roots: &'q [AbsoluteRoot],
     buffers: Buffers,
+    /// How long the walk's waits for its helpers have been.
+    waits: Waits,
     /// Whether the folders listed from disk go into the picture.
     keep_picture: bool,
 }
@@ -268,6 +270,7 @@ impl<'q> Walk<'q> {
             picture,
             roots,
             buffers: Buffers::default(),
+            waits: Waits::default(),
             keep_picture: true,
         }
     }
@@ -320,10 +323,10 @@ impl<'q> Walk<'q> {
             if let Some(prepared) = slot.try_take() {
                 return prepared;
             }
-            let Supply::Disk(queue) = self.supply else { return slot.take() };
+            let Supply::Disk(queue) = self.supply else { return slot.take(&mut self.waits) };
             match queue.try_pop() {
                 Some(task) => task.run(&mut self.buffers, &queue.kept),
-                None => return slot.take(),
+                None => return slot.take(&mut self.waits),
             }
         }
     }
