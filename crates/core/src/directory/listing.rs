@@ -314,20 +314,26 @@ pub(super) struct Slot {
     pub(super) filled: AtomicBool,
 }
 
-/// Whether a thread out of work watches for it before it sleeps: only while its last wait was
-/// short (within twice [`SPIN`]). Where waits are long, as in the server's first walk, which
+/// Whether a thread out of work watches for it before it sleeps: only on a machine of more than
+/// one core, and only while its last wait was short (within twice [`SPIN`]). Where waits are long, as in the server's first walk, which
 /// places a watch on every folder and so gives its helpers less to do, watching would only burn
 /// the core (in that walk of 100,000 skills, a third of a second of CPU time, nothing gained).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Waits {
+    watch: bool,
     long: bool,
 }
 
 impl Waits {
+    /// Waits that are watched (while short) if `watch`, else never.
+    pub(super) fn new(watch: bool) -> Self {
+        Waits { watch, long: false }
+    }
+
     /// Watches for `ready` for [`SPIN`], unless the last wait was long; gives when the wait began.
     pub(super) fn watch(&self, ready: impl Fn() -> bool) -> Instant {
         let began = Instant::now();
-        if !self.long {
+        if self.watch && !self.long {
             spin_until(SPIN, ready);
         }
         began
@@ -407,6 +413,8 @@ pub(super) struct Queue {
     /// Counts every push (and the close), so that a helper about to sleep can watch for the next
     /// without the lock.
     pub(super) pushes: AtomicUsize,
+    /// Whether the helpers watch for work before they sleep ([`Waits`]).
+    pub(super) watch: bool,
 }
 
 #[derive(Default)]
@@ -446,7 +454,7 @@ impl Queue {
     pub(super) fn serve(&self) -> Option<Digests> {
         let mut buffers = Buffers::new(self.observer.clone());
         buffers.digests = self.digests.clone().map(|known| Digests::of_scan(known, self.settle_seconds));
-        let mut waits = Waits::default();
+        let mut waits = Waits::new(self.watch);
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(task) = state.tasks.pop_front() {

@@ -297,7 +297,7 @@ fn a_helper_takes_runs_pushed_while_it_watches_and_after_it_slept() {
 
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().as_os_str().as_bytes().to_vec();
-    let queue = Arc::new(listing::Queue::default());
+    let queue = Arc::new(listing::Queue { watch: true, ..listing::Queue::default() });
     let helper = {
         let queue = Arc::clone(&queue);
         std::thread::spawn(move || queue.serve())
@@ -318,7 +318,7 @@ fn a_helper_takes_runs_pushed_while_it_watches_and_after_it_slept() {
         // Never taken by the test itself: only the helper can fill the slot.
         let filled = listing::spin_until(std::time::Duration::from_secs(10), || slot.filled.load(Ordering::Acquire));
         assert!(filled, "round {round}: the run was left in the queue");
-        assert_eq!(slot.take(&mut listing::Waits::default()).len(), 1);
+        assert_eq!(slot.take(&mut listing::Waits::new(true)).len(), 1);
     }
     queue.close();
     helper.join().unwrap();
@@ -342,13 +342,18 @@ fn spin_until_says_whether_the_condition_held_within_the_window() {
 }
 
 #[test]
-fn a_thread_watches_for_work_only_while_its_waits_are_short() {
+fn a_thread_watches_for_work_only_on_more_than_one_core_and_while_its_waits_are_short() {
     let asked = std::cell::Cell::new(0);
     let ready = || {
         asked.set(asked.get() + 1);
         false
     };
-    let mut waits = listing::Waits::default();
+    let mut never = listing::Waits::new(false);
+    never.watch(ready);
+    never.ended(std::time::Instant::now());
+    never.watch(ready);
+    assert_eq!(asked.get(), 0, "on one core no wait is watched");
+    let mut waits = listing::Waits::new(true);
     waits.watch(ready);
     assert!(asked.get() > 0, "the first wait is watched");
     waits.ended(std::time::Instant::now() - listing::SPIN * 3);

@@ -136,8 +136,12 @@ pub(crate) fn scan(
     settle_seconds: Option<i64>,
 ) -> Outcome {
     // The walk prepares folders itself while it would otherwise wait, so one core is its own.
-    let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, MAX_THREADS) - 1;
-    let queue = Queue { observer: observer.clone(), digests: digests.clone(), settle_seconds, ..Queue::default() };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let helpers = cores.clamp(2, MAX_THREADS) - 1;
+    // On one core a thread watching for work would only keep the one that brings it off the core.
+    let watch = cores > 1;
+    let queue =
+        Queue { observer: observer.clone(), digests: digests.clone(), settle_seconds, watch, ..Queue::default() };
     std::thread::scope(|scope| {
         let helpers: Vec<_> = (0..helpers)
             .map(|_| {
@@ -149,6 +153,7 @@ pub(crate) fn scan(
             .collect();
         let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Disk(&queue), Picture::default());
         walk.keep_picture = keep_picture;
+        walk.waits = Waits::new(watch);
         walk.buffers.observer = observer;
         walk.buffers.digests = digests.map(|known| Digests::of_scan(known, settle_seconds));
         for (index, root) in roots.iter().enumerate() {
@@ -270,7 +275,7 @@ impl<'q> Walk<'q> {
             picture,
             roots,
             buffers: Buffers::default(),
-            waits: Waits::default(),
+            waits: Waits::new(false),
             keep_picture: true,
         }
     }
