@@ -43,7 +43,7 @@ pub(super) const MAX_THREADS: usize = 4;
 /// helper holds) watches for it before it sleeps, while its waits are short ([`Waits`]). A sleep
 /// costs the waker a system call and the sleeper the wake-up's latency (tens of microseconds on a
 /// virtual machine): in `check`'s scan of 10,000 skills the threads slept about 600 times, and
-/// the scan took a fourteenth longer (docs/BENCHMARKS.md). Watching longer gained nothing.
+/// the scan took a twelfth longer (docs/BENCHMARKS.md). Watching longer gained nothing.
 pub(super) const SPIN: Duration = Duration::from_micros(50);
 /// Large enough for any single directory entry, so `getdents64` never fails with `EINVAL`.
 const LISTING_BUFFER: usize = 32 * 1024;
@@ -315,33 +315,40 @@ pub(super) struct Slot {
 }
 
 /// Whether a thread out of work watches for it before it sleeps: only on a machine of more than
-/// one core, and only while its last wait was short (within twice [`SPIN`]). Where waits are long, as in the server's first walk, which
-/// places a watch on every folder and so gives its helpers less to do, watching would only burn
-/// the core (in that walk of 100,000 skills, a third of a second of CPU time, nothing gained).
+/// one core, and only while its last wait was short (within twice [`SPIN`]). Where waits are
+/// long, as in the server's first walk, which places a watch on every folder and so gives its
+/// helpers less to do, watching would only burn the core (in that walk of 100,000 skills, a
+/// third of a second of CPU time, nothing gained).
 #[derive(Debug)]
 pub(super) struct Waits {
     watch: bool,
     long: bool,
+    /// When the current wait began.
+    began: Instant,
 }
 
 impl Waits {
     /// Waits that are watched (while short) if `watch`, else never.
     pub(super) fn new(watch: bool) -> Self {
-        Waits { watch, long: false }
+        Waits { watch, long: false, began: Instant::now() }
     }
 
-    /// Watches for `ready` for [`SPIN`], unless the last wait was long; gives when the wait began.
-    pub(super) fn watch(&self, ready: impl Fn() -> bool) -> Instant {
-        let began = Instant::now();
+    /// A wait begins: watches for `ready` for [`SPIN`], unless the last wait was long.
+    pub(super) fn watch(&mut self, ready: impl Fn() -> bool) {
+        self.began = Instant::now();
         if self.watch && !self.long {
             spin_until(SPIN, ready);
         }
-        began
     }
 
-    /// The wait that began at `began` is over.
-    pub(super) fn ended(&mut self, began: Instant) {
-        self.long = began.elapsed() > 2 * SPIN;
+    /// The wait is over.
+    pub(super) fn ended(&mut self) {
+        self.waited(self.began.elapsed());
+    }
+
+    /// A wait lasted `waited`.
+    pub(super) fn waited(&mut self, waited: Duration) {
+        self.long = waited > 2 * SPIN;
     }
 }
 
@@ -382,11 +389,11 @@ impl Slot {
     }
 
     pub(super) fn take(&self, waits: &mut Waits) -> Vec<Prepared> {
-        let began = waits.watch(|| self.filled.load(Ordering::Acquire));
+        waits.watch(|| self.filled.load(Ordering::Acquire));
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(prepared) = state.value.take() {
-                waits.ended(began);
+                waits.ended();
                 return prepared;
             }
             state.waiting = true;
@@ -468,14 +475,14 @@ impl Queue {
                 // push in between is never missed.
                 let seen = self.pushes.load(Ordering::Acquire);
                 drop(state);
-                let began = waits.watch(|| self.pushes.load(Ordering::Acquire) != seen);
+                waits.watch(|| self.pushes.load(Ordering::Acquire) != seen);
                 state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
                 if state.tasks.is_empty() && !state.closed {
                     state.idle += 1;
                     state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
                     state.idle -= 1;
                 }
-                waits.ended(began);
+                waits.ended();
             }
         }
     }
