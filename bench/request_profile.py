@@ -292,6 +292,7 @@ def measure(args: argparse.Namespace, work: Path, pid: int, port: int, case: Cas
     log(f"{case.key}: {total / args.requests:,.0f} instructions per request, "
         f"{result['allocations_per_request']:.1f} allocations")
     if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
         shutil.copy(dump, args.keep / f"callgrind.{case.key}.out")
     return result
 
