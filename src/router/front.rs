@@ -3,18 +3,19 @@
 //! axum's router, everything else goes through it.
 //!
 //! Routing a request costs more than answering a 304 from a prepared body: the router matches the
-//! path, records the match, clones the route's boxed service and boxes its future. A fast route
-//! is the same route without that: the same [`Gate`] (request id, span, `Host` and target checks,
+//! path, records the match, clones the route's boxed service and boxes its future. A fast route is
+//! the same route without that: the same [`Gate`] (request id, span, `Host` and target checks,
 //! authentication, panics caught, problems, error pages, metrics under the route's template), the
-//! same [`Limit`] (the one semaphore of the bounded routes, the request timeout, the body
-//! deadline) and the same handler code (`rest::listing`, `rest::load`), with the route known from
-//! the request line. A request the fast route would read differently from the router (another
-//! method, a percent-encoded name) goes through the router.
+//! same [`Limit`] (the one count of the bounded routes' requests in flight, the request timeout,
+//! the body deadline) and the same handler code (`rest::listing`, `rest::load`), with the route
+//! known from the request line. A request the fast route would read differently from the router
+//! (another method, a percent-encoded name) goes through the router.
 //!
 //! A fast route's request is also spared two things the router needs: its body stays hyper's own
 //! (boxed only when a load reads it), and it carries no `ConnectInfo`, since its gate is told the
 //! connection's peer instead ([`Front::for_peer`]). Each would cost allocations in every 304.
 
+use std::cell::RefCell;
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::net::SocketAddr;
@@ -61,16 +62,37 @@ impl Front {
         }
     }
 
-    /// This service for the requests of one connection, from `peer`. The fast routes' gates are
-    /// told the peer; a request for the router carries it as `ConnectInfo`, where the routes that
-    /// count their clients (event streams, MCP, the login form) and the router's gate read it. A
-    /// fast route's request carries no extension for it.
-    pub fn for_peer(&self, peer: SocketAddr) -> Front {
+    /// This service for the requests of one connection, from `peer`, as hyper calls it. The fast
+    /// routes' gates are told the peer; a request for the router carries it as `ConnectInfo`,
+    /// where the routes that count their clients (event streams, MCP, the login form) and the
+    /// router's gate read it. A fast route's request carries no extension for it.
+    pub fn for_peer(&self, peer: SocketAddr) -> FrontService {
         let mut front = self.clone();
         front.listing.for_peer(peer);
         front.load.for_peer(peer);
         front.peer = Some(peer);
-        front
+        FrontService(RefCell::new(front))
+    }
+}
+
+/// A connection's [`Front`] as hyper's service: called in place. tower's adapter would clone the
+/// whole service for every request (an `Arc` count up and down for each route's gate, limit and
+/// handler) and hold the request in a future of its own until its first poll.
+pub struct FrontService(RefCell<Front>);
+
+impl<B> hyper::service::Service<Request<B>> for FrontService
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = FrontFuture;
+
+    /// `Front` is always ready (see its `poll_ready`), and hyper calls a connection's service for
+    /// one request at a time, so the cell is never borrowed twice.
+    fn call(&self, request: Request<B>) -> FrontFuture {
+        self.0.borrow_mut().call(request)
     }
 }
 

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ use axum::body::HttpBody;
 use axum::extract::MatchedPath;
 use axum::http::{HeaderName, HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use bytes::BytesMut;
 use tower::{Layer, Service};
 
 use crate::app::App;
@@ -259,7 +259,8 @@ where
 /// failed source, at capacity); real internal errors are logged where they happen.
 fn record(metrics: &Metrics, route: Option<&str>, status: StatusCode, elapsed: Duration) {
     let route = route.unwrap_or("unmatched");
-    match route.contains("{*") {
+    // Byte pairs, not `str::contains`, whose searcher costs more to set up than a route is long.
+    match route.as_bytes().windows(2).any(|pair| pair == b"{*") {
         true => metrics.request(&route.replace("{*", "{"), status.as_u16(), elapsed),
         false => metrics.request(route, status.as_u16(), elapsed),
     }
@@ -285,8 +286,8 @@ fn html_for_browsers(target: Option<&str>, response: Response) -> Response {
 }
 
 /// A request id unique within the process: a random-enough prefix and a counter, written on the
-/// stack without the formatting machinery (which cost more than the rest of the id): one
-/// allocation, the header value's.
+/// stack without the formatting machinery (which cost more than the rest of the id), then into
+/// the thread's [`ID_ARENA`].
 fn next_request_id() -> HeaderValue {
     static PREFIX: OnceLock<String> = OnceLock::new();
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -311,13 +312,30 @@ fn next_request_id() -> HeaderValue {
     let prefix = prefix.as_bytes();
     buffer[..prefix.len()].copy_from_slice(prefix);
     buffer[prefix.len()..prefix.len() + digits.len()].copy_from_slice(digits);
-    HeaderValue::from_bytes(&buffer[..prefix.len() + digits.len()]).expect("hex digits, decimal digits and hyphens")
+    let id = ID_ARENA.with_borrow_mut(|arena| {
+        let id = &buffer[..prefix.len() + digits.len()];
+        if arena.capacity() - arena.len() < id.len() {
+            *arena = BytesMut::with_capacity(ID_ARENA_BYTES);
+        }
+        arena.extend_from_slice(id);
+        arena.split().freeze()
+    });
+    HeaderValue::from_maybe_shared(id).expect("hex digits, decimal digits and hyphens")
+}
+
+/// The size of an [`ID_ARENA`]: about a hundred ids.
+const ID_ARENA_BYTES: usize = 4096;
+
+thread_local! {
+    /// Where a thread writes its request ids, each a slice of one shared allocation rather than an
+    /// allocation of its own; an arena is freed with the last id in it.
+    static ID_ARENA: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
 }
 
 /// The layer of the bounded routes: see the module documentation.
 #[derive(Clone)]
 pub struct LimitLayer {
-    slots: Arc<Semaphore>,
+    slots: Arc<Slots>,
     request_timeout: Duration,
     body_timeout: Duration,
 }
@@ -325,9 +343,9 @@ pub struct LimitLayer {
 impl LimitLayer {
     pub(super) fn new(limits: &Limits) -> Self {
         LimitLayer {
-            // One semaphore for every bounded route and method together (axum layers each of
+            // One count for every bounded route and method together (axum layers each of
             // them separately): the cap holds for all of them.
-            slots: Arc::new(Semaphore::new(limits.concurrency)),
+            slots: Arc::new(Slots { taken: AtomicUsize::new(0), cap: limits.concurrency }),
             request_timeout: limits.request_timeout,
             body_timeout: limits.body_timeout,
         }
@@ -363,7 +381,7 @@ where
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         // At capacity the request is refused at once rather than queued.
-        let Ok(permit) = Arc::clone(&self.limits.slots).try_acquire_owned() else {
+        let Some(permit) = Slots::take(&self.limits.slots) else {
             return LimitFuture::Refused { response: Some(HttpError::Overloaded.into_response()) };
         };
         // For `BoundedBody`, which reads request bodies within it. A request that has ended with
@@ -378,10 +396,37 @@ where
     }
 }
 
+/// The bounded routes' concurrency cap: requests in flight, counted. A request over the cap is
+/// refused, never queued, so this needs no queue of waiters (a semaphore's, whose lock every
+/// release takes).
+struct Slots {
+    taken: AtomicUsize,
+    cap: usize,
+}
+
+impl Slots {
+    /// A slot, held until the guard is dropped; `None` at the cap.
+    fn take(slots: &Arc<Slots>) -> Option<Slot> {
+        let taken = slots
+            .taken
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |taken| (taken < slots.cap).then_some(taken + 1));
+        taken.ok().map(|_| Slot(Arc::clone(slots)))
+    }
+}
+
+/// A slot under the cap (see [`Slots::take`]).
+pub struct Slot(Arc<Slots>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.taken.fetch_sub(1, Ordering::Release);
+    }
+}
+
 pin_project_lite::pin_project! {
     #[project = LimitProjection]
     pub enum LimitFuture<F> {
-        Running { #[pin] future: tokio::time::Timeout<F>, _permit: OwnedSemaphorePermit },
+        Running { #[pin] future: tokio::time::Timeout<F>, _permit: Slot },
         Refused { response: Option<Response> },
     }
 }
@@ -403,5 +448,40 @@ where
                 Poll::Ready(Ok(response.take().expect("a limit future is polled to its end once")))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids written across several arenas are all different, and each stays as written after its
+    /// arena is full and the next ones are written.
+    #[test]
+    fn request_ids_are_unique_and_intact_across_arenas() {
+        let ids: Vec<HeaderValue> = (0..3 * ID_ARENA_BYTES / 20).map(|_| next_request_id()).collect();
+        let texts: Vec<&str> = ids.iter().map(|id| id.to_str().expect("ASCII")).collect();
+        let prefix = texts[0].rsplit_once('-').expect("a prefix").0;
+        let mut counters = Vec::new();
+        for text in &texts {
+            let (own, counter) = text.rsplit_once('-').expect("a prefix and a counter");
+            assert_eq!(own, prefix, "{text}");
+            counters.push(counter.parse::<u64>().expect("a decimal counter"));
+        }
+        assert!(counters.windows(2).all(|pair| pair[0] < pair[1]), "{counters:?}");
+    }
+
+    /// The concurrency cap: slots up to the cap, none beyond, one again once one is dropped.
+    #[test]
+    fn slots_are_taken_up_to_the_cap() {
+        let slots = Arc::new(Slots { taken: AtomicUsize::new(0), cap: 2 });
+        let first = Slots::take(&slots).expect("a first slot");
+        let second = Slots::take(&slots).expect("a second slot");
+        assert!(Slots::take(&slots).is_none(), "none over the cap");
+        drop(first);
+        let third = Slots::take(&slots).expect("a slot once one is free");
+        assert!(Slots::take(&slots).is_none());
+        drop((second, third));
+        assert_eq!(slots.taken.load(Ordering::Relaxed), 0);
     }
 }

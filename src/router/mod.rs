@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use utoipa_axum::router::OpenApiRouter;
 
-pub use front::{Front, FrontFuture};
+pub use front::{Front, FrontFuture, FrontService};
 pub use openapi::openapi_document;
 
 use crate::app::App;

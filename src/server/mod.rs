@@ -1,6 +1,7 @@
 //! `skillcat serve`: binds, serves the API over the live catalog, and shuts down gracefully.
 
 mod deadline;
+mod idle;
 mod linger;
 mod memory;
 mod threads;
@@ -12,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use hyper_util::rt::TokioTimer;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
@@ -44,8 +44,9 @@ pub struct ServeOptions {
     pub public_url: Option<PublicUrl>,
     /// How often the token file is re-read even without a change event.
     pub token_recheck: Duration,
-    /// How long a client may take to send a request's headers (and how long a connection may
-    /// sit idle between requests).
+    /// How long a client may take to send a request's headers, and how long a connection may
+    /// sit idle between requests: a connection that does neither for between one and two of
+    /// these, with no answer in flight, is closed (`idle`).
     pub header_timeout: Duration,
     /// The largest request head (request line and headers) read; 431 beyond.
     pub max_header_bytes: usize,
@@ -199,8 +200,8 @@ impl Server {
         let Server { listener, app, options, limits, shutdown } = self;
         let address = listener.local_addr()?;
         let mut http = hyper::server::conn::http1::Builder::new();
-        http.timer(TokioTimer::new())
-            .header_read_timeout(options.header_timeout)
+        // The header timeout is the connections' own (`idle`), not hyper's.
+        http.header_read_timeout(None)
             .max_header_size(options.max_header_bytes)
             .max_buf_size(crate::limits::CONNECTION_BUFFER.max(options.max_header_bytes))
             .keep_alive(true);
@@ -210,6 +211,7 @@ impl Server {
             http,
             slots: Arc::new(Semaphore::new(limits.max_connections)),
             send_timeout: options.send_timeout,
+            header_timeout: options.header_timeout,
             grace: options.shutdown_grace,
             balance: Arc::new(Balance::new(count)),
         };

@@ -21,12 +21,12 @@ use anyhow::Context as _;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
 use super::deadline::SendDeadline;
+use super::idle::{Activity, Counted, UntilIdle};
 use super::linger::Linger;
 use crate::router::Front;
 
@@ -46,6 +46,8 @@ pub(super) struct Connections {
     /// One permit per open connection, shared by every thread: the cap is the server's.
     pub(super) slots: Arc<Semaphore>,
     pub(super) send_timeout: Duration,
+    /// How long a connection may go without a request head or an answer ([`super::idle`]).
+    pub(super) header_timeout: Duration,
     /// How long a thread's connections may take to finish once shutdown starts.
     pub(super) grace: Duration,
     /// One count per serving thread: its size is the number of threads [`Threads::start`] starts.
@@ -263,10 +265,15 @@ impl Connections {
         // per client).
         let service = self.router.for_peer(peer);
         let stream = SendDeadline::new(TokioIo::new(Linger::new(stream)), self.send_timeout);
-        let connection = graceful.watch(self.http.serve_connection(stream, TowerToHyperService::new(service)));
+        let activity = Arc::new(Activity::default());
+        let service = Counted::new(service, Arc::clone(&activity));
+        let connection = graceful.watch(self.http.serve_connection(stream, service));
+        let connection = UntilIdle::new(connection, activity, self.header_timeout);
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, %error, "connection ended with an error");
+            match connection.await {
+                Some(Ok(())) => {}
+                Some(Err(error)) => tracing::debug!(%peer, %error, "connection ended with an error"),
+                None => tracing::debug!(%peer, "connection idle for the header timeout; closed"),
             }
             drop(held);
         });

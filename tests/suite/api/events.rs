@@ -42,3 +42,21 @@ async fn shutdown_ends_open_event_streams() {
     result.expect("shutdown returns within 10 s").expect("the shutdown task").expect("a clean shutdown");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// The header timeout closes connections with nothing to do, never one with an answer still on
+/// its way: an event stream stays open however long it is quiet.
+#[tokio::test]
+async fn an_event_stream_outlives_the_header_timeout() {
+    let (dir, app) = serve_two_skills_with(|options| {
+        options.header_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let mut events = Events::open(&app).await;
+    events.next(DEADLINE).await.expect("a first event");
+    // Five header timeouts without a byte on the stream.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    write_skill(&dir.path().join("gamma"), "---\nname: gamma\ndescription: new\n---\n");
+    assert!(events.next(DEADLINE).await.is_some(), "the stream was closed while quiet");
+    drop(events);
+    app.shutdown().await.unwrap();
+}
