@@ -76,6 +76,41 @@ async fn a_client_that_stops_sending_headers_is_disconnected() {
     app.shutdown().await.unwrap();
 }
 
+/// A client that sends its request head a byte at a time, never finishing it, holds its
+/// connection no longer than one that sends nothing: bytes that arrive are not a request.
+#[tokio::test]
+async fn a_client_that_trickles_its_head_is_disconnected_as_one_that_sends_nothing() {
+    let (_dir, app) = serve_two_skills_with(|options| {
+        options.header_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let stream = TcpStream::connect(app.address).await.expect("connect");
+    let started = Instant::now();
+    let trickle = async {
+        let head = b"GET /skills HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+        for byte in head.iter().chain(std::iter::repeat(&b'a')) {
+            if write_all(&stream, std::slice::from_ref(byte)).await.is_err()
+                || started.elapsed() > Duration::from_secs(3)
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let closed = async {
+        let received = read_to_close(&stream, Duration::from_secs(3)).await;
+        (received, started.elapsed())
+    };
+    let ((), (received, elapsed)) = tokio::join!(trickle, closed);
+    let received = received.expect("the trickling connection is still open after 3 s");
+    assert!(elapsed < Duration::from_millis(1500), "closed after {elapsed:?}");
+    if let Some(answer) = parse_response(&received) {
+        assert!(answer.status < 500, "{answer:?}");
+    }
+    assert_alive(&app).await;
+    app.shutdown().await.unwrap();
+}
+
 /// RFC 9112 3.2: an HTTP/1.1 request without `Host`, any request with two, and a `Host` that is
 /// not a host and optional port are 400 problems, on every route; HTTP/1.0 needs no `Host`.
 #[tokio::test]
