@@ -9,10 +9,15 @@ Builds a tree of N skills (default 10,000) in a temporary directory, then times
 one warm-up of each (page cache), then the median of --runs interleaved runs.
 Both must report N skills and no diagnostics, and check must exit 0.
 
+With --floor (a build of bench/walk_floor.c; `--floor auto` compiles it with cc), each
+round also times the walk's system calls alone on the machine's cores: the floor under
+any implementation of the walk, which drifts with the machine as skillcat's time does.
+
 Prints a summary and exits 1 if nagents/skillcat is below --min-ratio
 (2 on any other failure).
 
     python3 bench/discovery_ratio.py [--skills 10000] [--python PY] [--binary PATH] [--baseline PATH]
+                                     [--floor PATH|auto]
 
 Standard library only; nagents is needed only by the interpreter given with
 --python (default: this one if it can import nagents, else REPO/.venv/bin/python).
@@ -26,6 +31,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -195,6 +201,33 @@ def time_skillcat(binary: Path, config: Path) -> dict:
     return {"seconds": seconds, "skills": skills, "diagnostics": diagnostics, "stdout_bytes": len(result.stdout)}
 
 
+def build_floor(directory: Path) -> Path:
+    """Compiles bench/walk_floor.c into `directory` with the system's C compiler."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        fail("--floor auto needs a C compiler (cc)")
+    floor = directory / "walk_floor"
+    result = subprocess.run([compiler, "-O2", "-pthread", "-o", str(floor), str(REPO / "bench" / "walk_floor.c")],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        fail(f"compiling bench/walk_floor.c failed:\n{result.stderr.strip()}")
+    return floor
+
+
+def time_floor(floor: Path, tree: Path, threads: int) -> dict:
+    """One run of the walk's system calls alone (after the one that walk_floor warms up with)."""
+    result = subprocess.run([str(floor), str(tree), str(threads), "1"], capture_output=True, text=True)
+    if result.returncode != 0:
+        fail(f"{floor} exited {result.returncode}: {result.stderr.strip()[:500]}")
+    lines = result.stdout.splitlines()
+    try:
+        skills = int(lines[0].split(" SKILL.md read")[0].rsplit(" ", 1)[1])
+        seconds = float(lines[1].removesuffix(" ms")) / 1000
+    except (IndexError, ValueError):
+        fail(f"{floor} printed no timing: {result.stdout[:300]!r}")
+    return {"seconds": seconds, "skills": skills, "diagnostics": []}
+
+
 def binary_version(binary: Path) -> str:
     try:
         result = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
@@ -210,9 +243,11 @@ def check_run(label: str, run: dict, expected: int) -> None:
         fail(f"{label} reported diagnostics: {run['diagnostics'][:3]}")
 
 
-def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 11, baseline: Path | None = None) -> dict:
+def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 11, baseline: Path | None = None,
+            floor: Path | None = None) -> dict:
     """Builds the tree, times both; raises BenchError when either misbehaves. With `baseline`
-    (another skillcat build), times it too, in the same rounds, after `binary`.
+    (another skillcat build), times it too, in the same rounds, after `binary`. With `floor` (a
+    build of bench/walk_floor.c), times the walk's system calls alone too, on the usable cores.
 
     The result: medians in ms, the ratio, every sample, the tree and the versions measured."""
     with tempfile.TemporaryDirectory(prefix="skillcat-bench-") as scratch:
@@ -236,18 +271,25 @@ def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 11, bas
         check_run("skillcat", time_skillcat(binary, config), skills)
         if baseline:
             check_run("baseline", time_skillcat(baseline, config), skills)
-        nagents_runs, skillcat_runs, baseline_runs = [], [], []
+        threads = usable_cpus()
+        if floor:
+            check_run("floor", time_floor(floor, tree, threads), skills)
+        nagents_runs, skillcat_runs, baseline_runs, floor_runs = [], [], [], []
         for _ in range(runs):
             nagents_runs.append(time_nagents(python, tree, max_entries))
             skillcat_runs.append(time_skillcat(binary, config))
             if baseline:
                 baseline_runs.append(time_skillcat(baseline, config))
+            if floor:
+                floor_runs.append(time_floor(floor, tree, threads))
         for run in nagents_runs:
             check_run("nagents", run, skills)
         for run in skillcat_runs:
             check_run("skillcat", run, skills)
         for run in baseline_runs:
             check_run("baseline", run, skills)
+        for run in floor_runs:
+            check_run("floor", run, skills)
 
     nagents_ms = statistics.median(run["seconds"] for run in nagents_runs) * 1000
     skillcat_ms = statistics.median(run["seconds"] for run in skillcat_runs) * 1000
@@ -261,6 +303,13 @@ def measure(binary: Path, python: str, skills: int = 10_000, runs: int = 11, bas
                     "paired_quotient": statistics.median(
                         new["seconds"] / old["seconds"] for new, old in zip(skillcat_runs, baseline_runs)),
                     "baseline_samples_ms": [run["seconds"] * 1000 for run in baseline_runs]}
+    if floor_runs:
+        floor_ms = statistics.median(run["seconds"] for run in floor_runs) * 1000
+        compared |= {"floor_ms": floor_ms, "floor_threads": threads,
+                     # skillcat's time over the floor's, round by round, as for the baseline.
+                     "floor_quotient": statistics.median(
+                         ours["seconds"] / low["seconds"] for ours, low in zip(skillcat_runs, floor_runs)),
+                     "floor_samples_ms": [run["seconds"] * 1000 for run in floor_runs]}
     return {
         "skills": skills,
         "entries": entries,
@@ -288,6 +337,9 @@ def main() -> int:
     parser.add_argument("--min-ratio", type=float, default=20.0, help="fail below this ratio (default 20)")
     parser.add_argument("--baseline", type=Path,
                         help="another skillcat build, timed in the same rounds (right after --binary) for comparison")
+    parser.add_argument("--floor",
+                        help="a build of bench/walk_floor.c (or 'auto' to compile it): the walk's system calls "
+                             "alone, timed in the same rounds")
     args = parser.parse_args()
     if args.skills < 1 or args.runs < 1:
         parser.error("--skills and --runs must be positive")
@@ -296,7 +348,13 @@ def main() -> int:
         python = pick_python(args.python)
         binary = args.binary.resolve() if args.binary else build_binary()
         baseline = args.baseline.resolve() if args.baseline else None
-        result = measure(binary, python, args.skills, args.runs, baseline)
+        with tempfile.TemporaryDirectory(prefix="skillcat-floor-") as scratch:
+            floor = None
+            if args.floor == "auto":
+                floor = build_floor(Path(scratch))
+            elif args.floor:
+                floor = Path(args.floor).resolve()
+            result = measure(binary, python, args.skills, args.runs, baseline, floor)
     except BenchError as error:
         print(f"discovery_ratio: {error}", file=sys.stderr)
         return 2
@@ -323,6 +381,12 @@ def main() -> int:
         print(f"baseline check process median:    {result['baseline_ms']:10.1f} ms; "
               f"ratio {result['baseline_ratio']:.1f}x; --binary takes {result['skillcat_ms'] / result['baseline_ms']:.2f}x "
               f"the baseline's time (median of the rounds' quotients: {result['paired_quotient']:.2f}x)")
+    if "floor_ms" in result:
+        print(f"floor:     the walk's system calls alone (bench/walk_floor.c, {result['floor_threads']} threads); "
+              f"ms: [{samples(result['floor_samples_ms'])}]")
+        print(f"floor median:                     {result['floor_ms']:10.1f} ms; skillcat check takes "
+              f"{result['floor_quotient']:.2f}x the floor's time (median of the rounds' quotients); "
+              f"20x nagents asks for {result['nagents_ms'] / 20:.1f} ms")
     if ratio < args.min_ratio:
         print(f"FAIL: ratio {ratio:.1f}x is below --min-ratio {args.min_ratio:g}x", file=sys.stderr)
         return 1

@@ -186,6 +186,18 @@ def rows(results: dict, errors: dict[str, str]) -> list[dict]:
             "verdict": verdict(discovery["ratio"] >= DISCOVERY_MIN_RATIO),
             "value": discovery["ratio"],
         })
+        if "floor_ms" in discovery:
+            table.append({
+                "id": "d",
+                "what": f"cold discovery: skillcat against the walk's system calls alone "
+                        f"(bench/walk_floor.c, {discovery['floor_threads']} threads)",
+                "skillcat": f"`skillcat check --json` process {discovery['skillcat_ms']:.0f} ms",
+                "reference": f"floor {discovery['floor_ms']:.1f} ms (in its process)",
+                "ratio": f"{discovery['floor_quotient']:.2f}× the floor's time (median of the rounds' quotients); "
+                         f"20× nagents asks for {discovery['nagents_ms'] / DISCOVERY_MIN_RATIO:.0f} ms",
+                "target": "—",
+                "verdict": "info",
+            })
     else:
         failed("d", "cold discovery of 10,000 skills", "d")
 
