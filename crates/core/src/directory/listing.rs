@@ -15,7 +15,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 use super::FolderObserver;
 use super::files::{self, FileKey, Hashes, Lister, Stamp};
 use super::guarded::{self, OsFailure, ReadError, SKILL_FILE, SkillFileRead};
-use super::path::{join_into, last_component};
+use super::path::{join, join_into, last_component};
 use crate::discover::ContentVersion;
 use crate::files::{Digest, FileListing};
 use crate::metadata::parse_fields;
@@ -31,14 +31,19 @@ pub(super) const RUN: usize = 8;
 /// took the queued runs itself while it waited, the helper slept, and each run queued next had to
 /// wake it.
 pub(super) const RUNS_AHEAD: usize = 12;
-/// Folders of a run that keep their descriptor (the walk opens folders beneath them): a run stops
-/// after this many. Any other folder is closed by the thread that listed it.
+/// Descriptors a run keeps, of folders the walk opens folders beneath: a run stops once it holds
+/// this many. Any other folder is closed by the thread that listed it.
 pub(super) const MAX_KEPT: usize = 4;
 /// Descriptors kept by runs and not yet handed to the walk, across all folders being walked: a run
-/// stops when the scan holds this many (give or take one per thread). Handed to the walk, a
-/// descriptor is on the path it walks, which the depth bound bounds.
+/// stops when the scan holds this many (give or take one folder's, `1 + NESTED`, per thread).
+/// Handed to the walk, a descriptor is on the path it walks, which the depth bound bounds.
 pub(super) const MAX_KEPT_AHEAD: usize = 64;
 pub(super) const MAX_THREADS: usize = 4;
+/// A folder of a run with at most this many subfolders comes with them prepared, in the same
+/// task (see [`Prepared::subfolders`]): a skill's few folders (`references/`, `scripts/`). Each
+/// of them that the walk will open folders beneath keeps its descriptor, so a run may keep up to
+/// this many more than [`MAX_KEPT`].
+pub(super) const NESTED: usize = 4;
 /// How long a thread out of work (a helper with an empty queue, the walk waiting for a run a
 /// helper holds) watches for it before it sleeps, while its waits are short ([`Waits`]). A sleep
 /// costs the waker a system call and the sleeper the wake-up's latency (tens of microseconds on a
@@ -212,6 +217,11 @@ pub(super) struct Prepared {
     pub(super) fd: Option<Arc<OwnedFd>>,
     /// The files of the folder's skill, when the walk lists them (see [`Digests`]).
     pub(super) files: Option<FileListing>,
+    /// Its subfolders, one for each folder it lists, in order, when the task that prepared it
+    /// prepared them too, through its descriptor before closing it (a folder with few of them,
+    /// see [`NESTED`]). The walk would otherwise keep the folder open, queue them as a run of
+    /// their own when it enters the folder, and wait for that run.
+    pub(super) subfolders: Option<Vec<Prepared>>,
 }
 
 /// Whether the walk goes into a folder's subfolders if it counts the folder: it was listed
@@ -294,13 +304,22 @@ pub(super) enum Opener {
     Child(Arc<OwnedFd>),
 }
 
+impl Opener {
+    fn parent(&self) -> Option<BorrowedFd<'_>> {
+        match self {
+            Opener::Root => None,
+            Opener::Child(parent) => Some(parent.as_fd()),
+        }
+    }
+}
+
 /// Folders to prepare (a root, or a run of siblings in walk order), and where to put the result.
 pub(super) struct Task {
     pub(super) opener: Opener,
     pub(super) paths: Vec<Vec<u8>>,
-    /// Whether the walk may enter the subfolders of these folders (they are above the depth
-    /// bound): if not, none keeps its descriptor.
-    pub(super) descend: bool,
+    /// How many levels of folders beneath these the walk may enter (the depth bound's room): with
+    /// none, none keeps its descriptor.
+    pub(super) levels: usize,
     pub(super) slot: Arc<Slot>,
 }
 
@@ -445,6 +464,13 @@ impl Queue {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).tasks.pop_front()
     }
 
+    /// The task that fills `slot`, if no helper has taken it yet.
+    pub(super) fn take_for(&self, slot: &Slot) -> Option<Task> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = state.tasks.iter().position(|task| std::ptr::eq(Arc::as_ptr(&task.slot), slot))?;
+        state.tasks.remove(at)
+    }
+
     pub(super) fn close(&self) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.closed = true;
@@ -493,7 +519,7 @@ impl Task {
     pub(super) fn run(self, buffers: &mut Buffers, kept: &AtomicUsize) {
         let prepared = match &self.opener {
             Opener::Root => self.paths.into_iter().map(|path| prepare(&self.opener, path, buffers)).collect(),
-            Opener::Child(_) => prepare_run(&self.opener, self.paths, self.descend, buffers, kept),
+            Opener::Child(_) => prepare_run(&self.opener, self.paths, self.levels, buffers, kept),
         };
         self.slot.put(prepared);
     }
@@ -505,53 +531,87 @@ impl Task {
 fn prepare_run(
     opener: &Opener,
     paths: Vec<Vec<u8>>,
-    descend: bool,
+    levels: usize,
     buffers: &mut Buffers,
     kept_ahead: &AtomicUsize,
 ) -> Vec<Prepared> {
     let mut run = Vec::with_capacity(paths.len());
     let mut kept = 0;
     for path in paths {
-        if kept == MAX_KEPT || kept_ahead.load(Ordering::Relaxed) >= MAX_KEPT_AHEAD {
+        if kept >= MAX_KEPT || kept_ahead.load(Ordering::Relaxed) >= MAX_KEPT_AHEAD {
             break;
         }
-        let prepared = prepare_child(opener, path, descend, buffers);
-        if prepared.fd.is_some() {
-            kept += 1;
-            kept_ahead.fetch_add(1, Ordering::Relaxed);
+        let prepared = prepare_child(opener, path, levels, buffers);
+        let fds = usize::from(prepared.fd.is_some()) + kept_beneath(&prepared);
+        if fds > 0 {
+            kept += fds;
+            kept_ahead.fetch_add(fds, Ordering::Relaxed);
         }
         run.push(prepared);
     }
     run
 }
 
-/// [`prepare`] for a subfolder met by a full walk: its descriptor is kept only if the walk may open
-/// folders beneath it (`descend`, and it lists one).
-pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, descend: bool, buffers: &mut Buffers) -> Prepared {
-    let (visit, fd, files) = open_and_list(opener, &path, buffers);
-    let fd = fd.filter(|_| descend && has_subfolders(&visit));
-    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files }
+/// [`prepare`] for a subfolder met by a full walk, with `levels` of folders beneath it that the
+/// walk may enter. If it may enter the folder's subfolders, and they are at most [`NESTED`], they
+/// are prepared with it (each as [`prepare_one`]) and the folder is closed; otherwise it keeps
+/// its descriptor, for the walk to queue them.
+pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, levels: usize, buffers: &mut Buffers) -> Prepared {
+    let mut prepared = prepare_one(opener.parent(), path, levels, buffers);
+    let subfolders = match (&prepared.fd, &*prepared.visit) {
+        (Some(_), Ok(folder)) => folder.entries.iter().filter(|entry| entry.kind == Kind::Directory),
+        _ => return prepared,
+    };
+    if subfolders.clone().count() > NESTED {
+        return prepared;
+    }
+    let fd = prepared.fd.take().expect("checked above");
+    let folder = prepared.visit.as_ref().as_ref().expect("checked above");
+    let nested = subfolders
+        .map(|&entry| prepare_one(Some(fd.as_fd()), join(&prepared.path, folder.name(entry)), levels - 1, buffers))
+        .collect();
+    prepared.subfolders = Some(nested);
+    prepared
+}
+
+/// Opens, lists and sorts the folder at `path` (`parent` holding it), and reads its `SKILL.md` if
+/// it has one; it keeps its descriptor only if the walk may open folders beneath it (`levels`
+/// and it lists one).
+fn prepare_one(parent: Option<BorrowedFd<'_>>, path: Vec<u8>, levels: usize, buffers: &mut Buffers) -> Prepared {
+    let (visit, fd, files) = open_and_list(parent, &path, buffers);
+    let fd = fd.filter(|_| levels > 0 && has_subfolders(&visit));
+    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files, subfolders: None }
+}
+
+/// Descriptors the subfolders prepared with `prepared` keep (see [`Prepared::subfolders`]).
+pub(super) fn kept_beneath(prepared: &Prepared) -> usize {
+    prepared.subfolders.iter().flatten().filter(|subfolder| subfolder.fd.is_some()).count()
 }
 
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
 pub(super) fn prepare(opener: &Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
-    let (visit, fd, files) = open_and_list(opener, &path, buffers);
-    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files }
+    let (visit, fd, files) = open_and_list(opener.parent(), &path, buffers);
+    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files, subfolders: None }
 }
 
 /// [`prepare`]'s work: the folder as listed, its descriptor if it could be opened, and its
 /// skill's files if the walk lists them.
-fn open_and_list(opener: &Opener, path: &[u8], buffers: &mut Buffers) -> (Visit, Option<OwnedFd>, Option<FileListing>) {
-    let opened = match opener {
-        Opener::Root => guarded::open_root(path),
-        Opener::Child(parent) => guarded::open_child_directory(parent.as_fd(), last_component(path)),
+/// `parent` is the folder holding it, or `None` for a root.
+fn open_and_list(
+    parent: Option<BorrowedFd<'_>>,
+    path: &[u8],
+    buffers: &mut Buffers,
+) -> (Visit, Option<OwnedFd>, Option<FileListing>) {
+    let opened = match parent {
+        None => guarded::open_root(path),
+        Some(parent) => guarded::open_child_directory(parent, last_component(path)),
     };
     let fd = match opened {
         Ok(fd) => fd,
         Err(failure) => return (Err(failure), None, None),
     };
     let observed = (buffers.observer.as_deref())
-        .and_then(|observer| Some((observer, observer.opened(path, fd.as_fd(), matches!(opener, Opener::Root))?)));
+        .and_then(|observer| Some((observer, observer.opened(path, fd.as_fd(), parent.is_none())?)));
     let (mut folder, fd) = list(fd, path, &mut buffers.listing);
     if let Some((observer, token)) = observed {
         let mut subfolders =

@@ -288,6 +288,68 @@ fn the_walk_takes_the_digests_of_the_settled_skill_files_it_reads() {
     assert_eq!(discoverer.files_hashed(), 4, "each file read and hashed once, by the walk or the listing");
 }
 
+/// A run prepares a folder's few subfolders together with it (`listing::NESTED`), and keeps those
+/// open that the walk will open folders beneath; a folder with more stays open for the walk to
+/// queue them itself. Either way the walk gives what a walk that opens each folder itself, one at
+/// a time, gives: at every depth bound, and wherever the entry bound cuts it.
+#[test]
+fn subfolders_prepared_with_their_folder_walk_as_folders_opened_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let write = |relative: &str, name: &str| {
+        let folder = root.join(relative);
+        std::fs::create_dir_all(&folder).unwrap();
+        let description = if name.len().is_multiple_of(5) { "" } else { "description: A skill.\n" };
+        std::fs::write(folder.join("SKILL.md"), format!("---\nname: {name}\n{description}---\n")).unwrap();
+    };
+    for team in 0..3 {
+        for skill in 0..12 {
+            let at = format!("t{team}/s{skill:02}");
+            write(&at, &format!("s{team}-{skill}"));
+            match skill % 4 {
+                // A chain of single folders, deeper than most bounds below.
+                1 => write(&format!("{at}/references/deep/er"), &format!("r{team}-{skill}")),
+                // More subfolders than a run prepares beneath one folder.
+                2 => {
+                    for sub in 0..=listing::NESTED {
+                        write(&format!("{at}/n{sub}"), &format!("n{team}-{skill}-{sub}"));
+                    }
+                }
+                // Few subfolders, each with its own: they come with the skill, and stay open.
+                3 => {
+                    for sub in 0..3 {
+                        for under in 0..3 {
+                            write(&format!("{at}/m{sub}/u{under}"), &format!("m{team}-{skill}-{sub}-{under}"));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let roots = [AbsoluteRoot::new(root.as_os_str()).unwrap()];
+    let summary = |outcome: walk::Outcome| {
+        let found: Vec<String> = outcome.found.iter().map(|found| found.skill.location().to_owned()).collect();
+        (found, outcome.diagnostics)
+    };
+    let mut walked = 0;
+    for max_depth in 0..=6 {
+        for max_entries in [7, 40, 95, 160, 10_000] {
+            let full = walk::scan(&roots, max_entries, max_depth, true, None, None, None);
+            // The same walk from a picture that holds none of the tree: every folder is opened
+            // beneath its root by the walk itself, one at a time, never prepared ahead.
+            let mut picture = full.picture;
+            picture.forget(root.as_os_str().as_encoded_bytes());
+            assert_eq!(picture.len(), 0);
+            let full = summary(walk::Outcome { picture: walk::Picture::default(), ..full });
+            let one_at_a_time = summary(walk::scan_from(&roots, max_entries, max_depth, picture, None));
+            assert_eq!(full, one_at_a_time, "max_depth {max_depth}, max_entries {max_entries}");
+            walked = walked.max(full.0.len());
+        }
+    }
+    assert_eq!(walked, 3 * 12 + 3 * 3 * (1 + (listing::NESTED + 1) + 9), "the deepest walk finds every skill");
+}
+
 /// A helper out of work watches the queue for a while, then sleeps; a run pushed while it
 /// watches and one pushed once it sleeps are both taken, never left waiting in the queue.
 #[test]
@@ -312,7 +374,7 @@ fn a_helper_takes_runs_pushed_while_it_watches_and_after_it_slept() {
         queue.push(listing::Task {
             opener: listing::Opener::Root,
             paths: vec![root.clone()],
-            descend: false,
+            levels: 0,
             slot: Arc::clone(&slot),
         });
         // Never taken by the test itself: only the helper can fill the slot.

@@ -25,7 +25,7 @@ use super::files::{self, FileKey, Hashes};
 use super::guarded::{self};
 use super::listing::{
     Buffers, Diagnostic, Digests, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD, Slot,
-    Task, Visit, Waits, identity, prepare, prepare_child, relist,
+    Task, Visit, Waits, identity, kept_beneath, prepare, prepare_child, relist,
 };
 use super::path::{AbsoluteRoot, join};
 use crate::discover::ContentVersion;
@@ -151,6 +151,9 @@ pub(crate) fn scan(
                     .expect("cannot start a scan thread")
             })
             .collect();
+        // The helpers stop once the queue closes: when the walk is done, or when it panics (they
+        // would otherwise wait for work forever, and the scope for them).
+        let closing = Closing(&queue);
         let mut walk = Walk::new(roots, max_entries, max_depth, Supply::Disk(&queue), Picture::default());
         walk.keep_picture = keep_picture;
         walk.waits = Waits::new(watch);
@@ -160,12 +163,14 @@ pub(crate) fn scan(
             if walk.remaining == 0 {
                 break;
             }
-            let folder = walk.queue(Opener::Root, vec![root.as_bytes().to_vec()], true);
+            let folder = walk.queue(Opener::Root, vec![root.as_bytes().to_vec()], max_depth);
             let prepared = walk.wait(&folder).pop().expect("a root is prepared");
             walk.directory(prepared, 0, index);
         }
+        // A walk that went through every folder took every descriptor kept ahead of it.
+        debug_assert!(walk.remaining == 0 || queue.kept.load(Ordering::Relaxed) == 0, "descriptors counted ahead");
         let mut outcome = walk.finish();
-        queue.close();
+        drop(closing);
         for helper in helpers {
             let taken = helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             if let Some(taken) = taken {
@@ -204,13 +209,13 @@ pub(crate) fn scan_from(
         }
         let path = root.as_bytes().to_vec();
         let prepared = match walk.picture.folders.get(&path) {
-            Some(visit) => Prepared { path, visit: Arc::clone(visit), fd: None, files: None },
+            Some(visit) => Prepared { path, visit: Arc::clone(visit), fd: None, files: None, subfolders: None },
             None => {
                 let root = walk.root_fd(index);
                 match root {
                     Some(fd) => {
                         let visit = Arc::new(Ok(relist(&fd, &path, &mut walk.buffers)));
-                        Prepared { visit, path, fd: Some(fd), files: None }
+                        Prepared { visit, path, fd: Some(fd), files: None, subfolders: None }
                     }
                     None => prepare(&Opener::Root, path, &mut walk.buffers),
                 }
@@ -219,6 +224,15 @@ pub(crate) fn scan_from(
         walk.directory(prepared, 0, index);
     }
     walk.finish()
+}
+
+/// Closes a walk's queue when dropped.
+struct Closing<'q>(&'q Queue);
+
+impl Drop for Closing<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// Whether one root lies within another (or repeats it). Nothing is followed, so otherwise every
@@ -314,16 +328,25 @@ impl<'q> Walk<'q> {
     }
 
     /// Queues folders for a worker to prepare.
-    fn queue(&self, opener: Opener, paths: Vec<Vec<u8>>, descend: bool) -> Arc<Slot> {
+    fn queue(&self, opener: Opener, paths: Vec<Vec<u8>>, levels: usize) -> Arc<Slot> {
         let slot = Arc::new(Slot::default());
         if let Supply::Disk(queue) = &self.supply {
-            queue.push(Task { opener, paths, descend, slot: Arc::clone(&slot) });
+            queue.push(Task { opener, paths, levels, slot: Arc::clone(&slot) });
         }
         slot
     }
 
     /// The prepared folders of `slot`, preparing queued folders meanwhile rather than waiting.
+    /// The walk prepares the folders it waits for itself if no helper has taken them yet: taken
+    /// in queue order, they would wait behind the runs queued ahead of them (a skill's
+    /// subfolders, queued as the walk enters it, behind its siblings'), the helpers would empty
+    /// the queue meanwhile, and then sleep until the walk came out of the skill to queue more.
     fn wait(&mut self, slot: &Slot) -> Vec<Prepared> {
+        if let Supply::Disk(queue) = self.supply
+            && let Some(task) = queue.take_for(slot)
+        {
+            task.run(&mut self.buffers, &queue.kept);
+        }
         loop {
             if let Some(prepared) = slot.try_take() {
                 return prepared;
@@ -340,7 +363,7 @@ impl<'q> Walk<'q> {
     /// picture or else from disk.
     fn fetch(&mut self, parent: Option<&Arc<OwnedFd>>, path: Vec<u8>, root: usize) -> Option<Prepared> {
         if let Some(visit) = self.picture.folders.get(&path) {
-            return Some(Prepared { path, visit: Arc::clone(visit), fd: None, files: None });
+            return Some(Prepared { path, visit: Arc::clone(visit), fd: None, files: None, subfolders: None });
         }
         let parent = match parent {
             Some(parent) => Arc::clone(parent),
@@ -359,7 +382,7 @@ impl<'q> Walk<'q> {
     }
 
     fn directory(&mut self, prepared: Prepared, depth: usize, root: usize) {
-        let Prepared { path, visit, fd, mut files } = prepared;
+        let Prepared { path, visit, fd, mut files, subfolders } = prepared;
         if let Some(visited) = &mut self.visited
             && !visited.insert(path.clone())
         {
@@ -383,14 +406,23 @@ impl<'q> Walk<'q> {
             Supply::Picture { .. } => None,
         };
         let from_disk = queue.is_some();
-        // A folder from disk keeps its descriptor exactly when the walk may enter a subfolder.
-        let mut ahead = (fd.as_ref().zip(queue))
-            .filter(|_| depth < self.max_depth)
-            .map(|(parent, queue)| Ahead::new(parent, &path, folder, depth + 1 < self.max_depth, &queue.kept));
+        // A folder from disk whose subfolders the walk may enter came with them prepared, or else
+        // keeps its descriptor.
+        let mut nested = subfolders.map(Vec::into_iter);
+        let mut ahead = (fd.as_ref().zip(queue)).filter(|_| depth < self.max_depth).map(|(parent, queue)| {
+            Ahead::new(parent, &path, folder, self.max_depth.saturating_sub(depth + 1), &queue.kept)
+        });
         for &entry in &folder.entries {
             match entry.kind {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
-                    let prepared = if from_disk {
+                    let prepared = if let Some(nested) = &mut nested {
+                        let subfolder = nested.next().expect("a folder's subfolders are prepared together");
+                        if let (Some(_), Some(queue)) = (&subfolder.fd, queue) {
+                            // On the walk's path from now on (see `Ahead::next`).
+                            queue.kept.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        subfolder
+                    } else if from_disk {
                         ahead.as_mut().expect("a folder listed from disk with subfolders is open").next(self)
                     } else {
                         let child = join(&path, folder.name(entry));
@@ -452,8 +484,8 @@ struct Ahead<'f> {
     path: &'f [u8],
     folder: &'f Folder,
     subfolders: Vec<Entry>,
-    /// Whether the walk may enter the subfolders' own subfolders (see [`Task::descend`]).
-    descend: bool,
+    /// Levels the walk may enter beneath the subfolders (see [`Task::levels`]).
+    levels: usize,
     /// Runs queued, in order, with how many subfolders each was given.
     runs: VecDeque<(Arc<Slot>, usize)>,
     /// Subfolders queued so far.
@@ -473,7 +505,7 @@ impl<'f> Ahead<'f> {
         parent: &'f Arc<OwnedFd>,
         path: &'f [u8],
         folder: &'f Folder,
-        descend: bool,
+        levels: usize,
         kept_ahead: &'f AtomicUsize,
     ) -> Self {
         let subfolders = folder.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory).collect();
@@ -482,7 +514,7 @@ impl<'f> Ahead<'f> {
             path,
             folder,
             subfolders,
-            descend,
+            levels,
             runs: VecDeque::new(),
             queued: 0,
             taken: 0,
@@ -508,7 +540,11 @@ impl<'f> Ahead<'f> {
                 self.unprepared -= 1;
                 let path = join(self.path, self.folder.name(self.subfolders[self.taken]));
                 self.taken += 1;
-                return prepare_child(&Opener::Child(Arc::clone(self.parent)), path, self.descend, &mut walk.buffers);
+                let prepared =
+                    prepare_child(&Opener::Child(Arc::clone(self.parent)), path, self.levels, &mut walk.buffers);
+                // Those beneath are handed to the walk as it reaches them, and counted till then.
+                self.kept_ahead.fetch_add(kept_beneath(&prepared), Ordering::Relaxed);
+                return prepared;
             }
             self.queue_runs(walk);
             let (slot, size) = self.runs.pop_front().expect("the next subfolder is queued");
@@ -528,7 +564,7 @@ impl<'f> Ahead<'f> {
                 .iter()
                 .map(|&entry| join(self.path, self.folder.name(entry)))
                 .collect();
-            let slot = walk.queue(Opener::Child(Arc::clone(self.parent)), paths, self.descend);
+            let slot = walk.queue(Opener::Child(Arc::clone(self.parent)), paths, self.levels);
             self.runs.push_back((slot, end - self.queued));
             self.queued = end;
         }
