@@ -327,24 +327,37 @@ fn subfolders_prepared_with_their_folder_walk_as_folders_opened_one_at_a_time() 
             }
         }
     }
-    let roots = [AbsoluteRoot::new(root.as_os_str()).unwrap()];
     let summary = |outcome: walk::Outcome| {
         let found: Vec<String> = outcome.found.iter().map(|found| found.skill.location().to_owned()).collect();
         (found, outcome.diagnostics)
     };
+    let root_of = |relative: &str| AbsoluteRoot::new(root.join(relative).as_os_str()).unwrap();
     let mut walked = 0;
-    for max_depth in 0..=6 {
-        for max_entries in [7, 40, 95, 160, 10_000] {
-            let full = walk::scan(&roots, max_entries, max_depth, true, None, None, None);
-            // The same walk from a picture that holds none of the tree: every folder is opened
-            // beneath its root by the walk itself, one at a time, never prepared ahead.
-            let mut picture = full.picture;
-            picture.forget(root.as_os_str().as_encoded_bytes());
-            assert_eq!(picture.len(), 0);
-            let full = summary(walk::Outcome { picture: walk::Picture::default(), ..full });
-            let one_at_a_time = summary(walk::scan_from(&roots, max_entries, max_depth, picture, None));
-            assert_eq!(full, one_at_a_time, "max_depth {max_depth}, max_entries {max_entries}");
-            walked = walked.max(full.0.len());
+    // The tree, and a skill of it as a root before the tree: the walk of the tree meets that
+    // skill, prepared with its subfolders, again.
+    for roots in [vec![root_of("")], vec![root_of("t0/s03"), root_of("")]] {
+        for max_depth in 0..=6 {
+            for max_entries in [7, 40, 95, 160, 10_000] {
+                let full = summary(walk::scan(&roots, max_entries, max_depth, false, None, None, None));
+                // The same walk from a picture that holds none of the tree (but knows every root,
+                // opened by a walk with no entry bound): every folder is opened beneath its root
+                // by the walk itself, one at a time, never prepared ahead.
+                let mut picture = walk::scan(&roots, usize::MAX, max_depth, true, None, None, None).picture;
+                for root in &roots {
+                    picture.forget(root.as_bytes());
+                }
+                assert_eq!(picture.len(), 0);
+                let sequential = walk::scan_from(&roots, max_entries, max_depth, picture, None);
+                assert!(!sequential.lost);
+                let one_at_a_time = summary(sequential);
+                assert_eq!(
+                    full,
+                    one_at_a_time,
+                    "{} roots, max_depth {max_depth}, max_entries {max_entries}",
+                    roots.len()
+                );
+                walked = walked.max(full.0.len());
+            }
         }
     }
     assert_eq!(walked, 3 * 12 + 3 * 3 * (1 + (listing::NESTED + 1) + 9), "the deepest walk finds every skill");

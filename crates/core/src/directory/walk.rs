@@ -386,6 +386,7 @@ impl<'q> Walk<'q> {
         if let Some(visited) = &mut self.visited
             && !visited.insert(path.clone())
         {
+            self.forgo(subfolders.iter().flatten());
             return;
         }
         if self.keep_picture && (fd.is_some() || matches!(self.supply, Supply::Disk(_)) || visit.is_err()) {
@@ -417,10 +418,8 @@ impl<'q> Walk<'q> {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
                     let prepared = if let Some(nested) = &mut nested {
                         let subfolder = nested.next().expect("a folder's subfolders are prepared together");
-                        if let (Some(_), Some(queue)) = (&subfolder.fd, queue) {
-                            // On the walk's path from now on (see `Ahead::next`).
-                            queue.kept.fetch_sub(1, Ordering::Relaxed);
-                        }
+                        // On the walk's path from now on (see `Ahead::next`).
+                        self.forgo([&subfolder]);
                         subfolder
                     } else if from_disk {
                         ahead.as_mut().expect("a folder listed from disk with subfolders is open").next(self)
@@ -451,6 +450,15 @@ impl<'q> Walk<'q> {
                 },
                 Kind::Other => {}
             }
+        }
+    }
+
+    /// Takes `subfolders`, prepared with their folder, off the count of descriptors kept ahead of
+    /// the walk: they are on its path now, or it will not go through them.
+    fn forgo<'p>(&self, subfolders: impl IntoIterator<Item = &'p Prepared>) {
+        if let Supply::Disk(queue) = self.supply {
+            let kept = subfolders.into_iter().filter(|subfolder| subfolder.fd.is_some()).count();
+            queue.kept.fetch_sub(kept, Ordering::Relaxed);
         }
     }
 
