@@ -56,7 +56,9 @@ fn a_scan_out_of_descriptors_fails_rather_than_reporting_empty_folders() {
 /// the walk has been through it; across all the folders being walked at once, what is held open
 /// ahead is bounded (`listing::MAX_KEPT_AHEAD`), not a window per folder. Here two levels of wide
 /// folders, each with subfolders, would hold two full windows open (`RUNS_AHEAD` runs of
-/// `MAX_KEPT` descriptors each, at each level) were it not for that bound.
+/// `MAX_KEPT` descriptors each, at each level) were it not for that bound. At the second level
+/// the descriptors held are the skills' `scripts/`, prepared with their skill and kept open for
+/// the folder beneath them.
 #[test]
 fn a_scan_holds_a_bounded_number_of_folders_open_whatever_the_tree_s_width() {
     if !in_child_alone("directory::tests::a_scan_holds_a_bounded_number_of_folders_open_whatever_the_tree_s_width") {
@@ -67,10 +69,10 @@ fn a_scan_holds_a_bounded_number_of_folders_open_whatever_the_tree_s_width() {
     let wide = listing::RUN * (listing::RUNS_AHEAD + 1) + 6;
     for team in 0..wide {
         for skill in 0..wide {
-            let folder = dir.path().join(format!("t{team}/s{skill}/scripts"));
-            std::fs::create_dir_all(&folder).unwrap();
+            let folder = dir.path().join(format!("t{team}/s{skill}"));
+            std::fs::create_dir_all(folder.join("scripts/lib")).unwrap();
             let text = format!("---\nname: s{team}x{skill}\ndescription: d\n---\n");
-            std::fs::write(folder.parent().unwrap().join("SKILL.md"), text).unwrap();
+            std::fs::write(folder.join("SKILL.md"), text).unwrap();
         }
     }
     let max_entries = NonZeroUsize::new(100_000).unwrap();
