@@ -391,12 +391,25 @@ pub(super) fn spin_until(window: Duration, ready: impl Fn() -> bool) -> bool {
 pub(super) struct SlotState {
     pub(super) value: Option<Vec<Prepared>>,
     pub(super) waiting: bool,
+    /// Set when the thread preparing the slot's folders panicked: they will never come.
+    pub(super) abandoned: bool,
 }
 
 impl Slot {
     pub(super) fn put(&self, prepared: Vec<Prepared>) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.value = Some(prepared);
+        self.filled.store(true, Ordering::Release);
+        if state.waiting {
+            self.ready.notify_one();
+        }
+    }
+
+    /// The thread preparing the slot's folders panicked: whoever waits for them panics too,
+    /// rather than wait forever.
+    fn abandon(&self) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.abandoned = true;
         self.filled.store(true, Ordering::Release);
         if state.waiting {
             self.ready.notify_one();
@@ -415,6 +428,7 @@ impl Slot {
                 waits.ended();
                 return prepared;
             }
+            assert!(!state.abandoned, "a thread of the scan panicked preparing the folders the walk waits for");
             state.waiting = true;
             state = self.ready.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
@@ -517,11 +531,23 @@ impl Queue {
 impl Task {
     /// Prepares the task's folders; `kept` counts the descriptors its run keeps.
     pub(super) fn run(self, buffers: &mut Buffers, kept: &AtomicUsize) {
+        let _abandoned = Abandoned(&self.slot);
         let prepared = match &self.opener {
             Opener::Root => self.paths.into_iter().map(|path| prepare(&self.opener, path, buffers)).collect(),
             Opener::Child(_) => prepare_run(&self.opener, self.paths, self.levels, buffers, kept),
         };
         self.slot.put(prepared);
+    }
+}
+
+/// Abandons a slot if its task panics (see [`Slot::abandon`]).
+struct Abandoned<'s>(&'s Slot);
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abandon();
+        }
     }
 }
 

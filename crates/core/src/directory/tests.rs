@@ -401,6 +401,42 @@ fn a_helper_takes_runs_pushed_while_it_watches_and_after_it_slept() {
     helper.join().unwrap();
 }
 
+/// A helper that panics while it prepares folders (here in the observer it tells of each folder
+/// it opens: the server's file watch) makes the walk waiting for them panic too: the scan fails,
+/// it never waits forever.
+#[test]
+fn a_helper_that_panics_makes_the_walk_waiting_for_it_panic_rather_than_wait_forever() {
+    struct Faulty;
+    impl FolderObserver for Faulty {
+        fn opened(&self, _: &[u8], _: std::os::fd::BorrowedFd<'_>, _: bool) -> Option<u64> {
+            panic!("the observer's fault");
+        }
+        fn listed(&self, _: u64, _: &[u8], _: &mut dyn Iterator<Item = &[u8]>) {}
+    }
+
+    use std::os::unix::ffi::OsStrExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().as_os_str().as_bytes().to_vec();
+    let queue = Arc::new(listing::Queue { observer: Some(Arc::new(Faulty)), ..listing::Queue::default() });
+    let helper = {
+        let queue = Arc::clone(&queue);
+        std::thread::spawn(move || queue.serve())
+    };
+    let slot = Arc::new(listing::Slot::default());
+    queue.push(listing::Task { opener: listing::Opener::Root, paths: vec![root], levels: 0, slot: Arc::clone(&slot) });
+    let (done, waited) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let taken = std::panic::catch_unwind(|| slot.take(&mut listing::Waits::new(false)).len());
+        done.send(taken.is_err()).unwrap();
+    });
+    let panicked = waited.recv_timeout(std::time::Duration::from_secs(30)).expect("the walk waits forever");
+    assert!(panicked, "the walk was handed folders that were never prepared");
+    waiter.join().unwrap();
+    assert!(helper.join().is_err(), "the helper's panic surfaces where it is joined");
+    queue.close();
+}
+
 #[test]
 fn spin_until_says_whether_the_condition_held_within_the_window() {
     use std::sync::atomic::{AtomicBool, Ordering};
