@@ -3,7 +3,7 @@
  * depth-first, as `skillcat check` does: open every folder beneath its parent (O_NOFOLLOW), list
  * it to the end (getdents64 until it returns 0), open, fstat, read and close its SKILL.md when it
  * lists one, enter its subfolders, close it. No parsing, sorting, allocation per entry or output:
- * what is left is the kernel's work, the least any implementation of the walk can take here.
+ * what is left is the kernel's work for the calls the walk makes, its floor on this machine.
  * Prints the wall time of each run after one that warms the page cache, then the median.
  *
  *   cc -O2 -pthread -o /tmp/walk_floor bench/walk_floor.c && /tmp/walk_floor TREE [THREADS] [RUNS]
