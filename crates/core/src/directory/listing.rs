@@ -228,7 +228,7 @@ pub(super) struct Prepared {
 /// completely and lists a folder.
 fn has_subfolders(visit: &Visit) -> bool {
     match visit {
-        Ok(folder) => folder.error().is_none() && folder.entries.iter().any(|entry| entry.kind == Kind::Directory),
+        Ok(folder) => folder.error().is_none() && folder.subfolders().next().is_some(),
         Err(_) => false,
     }
 }
@@ -260,6 +260,11 @@ pub(crate) struct Trouble {
 }
 
 impl Folder {
+    /// The entries that are folders, in order.
+    pub(super) fn subfolders(&self) -> impl Iterator<Item = Entry> + Clone + '_ {
+        self.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory)
+    }
+
     pub(super) fn name(&self, entry: Entry) -> &[u8] {
         &self.names[entry.start as usize..(entry.start + entry.len) as usize]
     }
@@ -286,7 +291,7 @@ impl Folder {
         let skill = read_skill(fd, location, content, digests.as_mut()).map_err(Box::new);
         // A skill with folders may enclose other skills, whose listings are cut from its own
         // after the walk: it is listed then.
-        let alone = || !self.entries.iter().any(|entry| entry.kind == Kind::Directory);
+        let alone = || self.subfolders().next().is_none();
         let files = match (&skill, digests) {
             (Ok(_), Some(digests)) if digests.files.is_some() && alone() => {
                 let seed = digests.taken.get(taken).copied();
@@ -584,17 +589,15 @@ fn prepare_run(
 /// its descriptor, for the walk to queue them.
 pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, levels: usize, buffers: &mut Buffers) -> Prepared {
     let mut prepared = prepare_one(opener.parent(), path, levels, buffers);
-    let subfolders = match (&prepared.fd, &*prepared.visit) {
-        (Some(_), Ok(folder)) => folder.entries.iter().filter(|entry| entry.kind == Kind::Directory),
-        _ => return prepared,
-    };
-    if subfolders.clone().count() > NESTED {
+    let visit = Arc::clone(&prepared.visit);
+    let (Some(fd), Ok(folder)) = (&prepared.fd, &*visit) else { return prepared };
+    if folder.subfolders().count() > NESTED {
         return prepared;
     }
-    let fd = prepared.fd.take().expect("checked above");
-    let folder = prepared.visit.as_ref().as_ref().expect("checked above");
-    let nested = subfolders
-        .map(|&entry| prepare_one(Some(fd.as_fd()), join(&prepared.path, folder.name(entry)), levels - 1, buffers))
+    let fd = Arc::clone(fd);
+    prepared.fd = None;
+    let nested = (folder.subfolders())
+        .map(|entry| prepare_one(Some(fd.as_fd()), join(&prepared.path, folder.name(entry)), levels - 1, buffers))
         .collect();
     prepared.subfolders = Some(nested);
     prepared
@@ -640,8 +643,7 @@ fn open_and_list(
         .and_then(|observer| Some((observer, observer.opened(path, fd.as_fd(), parent.is_none())?)));
     let (mut folder, fd) = list(fd, path, &mut buffers.listing);
     if let Some((observer, token)) = observed {
-        let mut subfolders =
-            (folder.entries.iter()).filter(|entry| entry.kind == Kind::Directory).map(|&entry| folder.name(entry));
+        let mut subfolders = folder.subfolders().map(|entry| folder.name(entry));
         observer.listed(token, path, &mut subfolders);
     }
     let names = &folder.names;

@@ -516,7 +516,7 @@ impl<'f> Ahead<'f> {
         levels: usize,
         kept_ahead: &'f AtomicUsize,
     ) -> Self {
-        let subfolders = folder.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory).collect();
+        let subfolders = folder.subfolders().collect();
         Ahead {
             parent,
             path,
