@@ -1,9 +1,10 @@
 //! The only filesystem access of directory discovery. Every open is relative to an already-open
 //! directory and refuses symlinks, so nothing beneath a root can redirect a read elsewhere, and a
-//! `SKILL.md` is opened non-blocking and checked with `fstat`, so a FIFO or device cannot hang it.
+//! `SKILL.md` is opened non-blocking, read within a bound and checked to be a regular file, so a
+//! FIFO or device cannot hang it (see [`Check`]).
 
 use std::io::Read;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
@@ -117,31 +118,68 @@ pub(crate) fn open_beneath(root: BorrowedFd<'_>, components: &[&[u8]]) -> Result
 /// 4,000,000 bytes of UTF-8.
 pub(crate) fn read_skill_file(directory: BorrowedFd<'_>) -> Result<String, ReadError> {
     let mut content = Vec::new();
-    drop(read_skill_file_into(directory, &mut content)?);
+    drop(read_skill_file_into(directory, &mut content, Check::Status)?);
     Ok(String::from_utf8(content).expect("read_skill_file_into checked the content is UTF-8"))
 }
 
-/// A `SKILL.md` read whole: its content, and the file, still open, with its status when opened.
+/// How a read of `SKILL.md` makes sure that what it opened is a regular file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// `fstat` on the open descriptor, before reading: the read also gives the file's status.
+    Status,
+    /// The folder's listing named a regular file, and the read trusts it: a walk that needs no
+    /// file status saves the `fstat` of each skill. Opened non-blocking and without following a
+    /// symlink, what was swapped in since the listing cannot hang the read or lead it elsewhere,
+    /// and the read is bounded as ever. A read that leaves the buffer short is the end of a
+    /// regular file (POSIX); one that gives nothing at all, or fails, is checked with `fstat` as
+    /// [`Check::Status`] checks, so that a FIFO, device or folder put in its place is still
+    /// refused as not a regular file rather than read as an empty skill.
+    Listed,
+}
+
+/// A `SKILL.md` read whole: its content, and the file, still open, with its status when opened
+/// (when read with [`Check::Status`]).
 pub(crate) struct SkillFileRead<'a> {
     pub content: &'a str,
     pub file: std::fs::File,
-    pub stat: Stat,
+    pub stat: Option<Stat>,
 }
 
-/// As [`read_skill_file`], into a buffer the caller reuses.
+/// As [`read_skill_file`], into a buffer the caller reuses, checked as `check` says.
 pub(crate) fn read_skill_file_into<'a>(
     directory: BorrowedFd<'_>,
     content: &'a mut Vec<u8>,
+    check: Check,
 ) -> Result<SkillFileRead<'a>, ReadError> {
-    let fd =
-        rustix::fs::openat(directory, SKILL_FILE, FILE_FLAGS, Mode::empty()).map_err(|e| ReadError::Os(e.into()))?;
-    let stat = rustix::fs::fstat(&fd).map_err(|e| ReadError::Os(e.into()))?;
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return Err(ReadError::NotRegular);
-    }
-    let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
-    let file = std::fs::File::from(fd);
-    read_limited(&file, size, MAX_FILE_BYTES, content).map_err(ReadError::Os)?;
+    let file = std::fs::File::from(
+        rustix::fs::openat(directory, SKILL_FILE, FILE_FLAGS, Mode::empty()).map_err(|e| ReadError::Os(e.into()))?,
+    );
+    let regular = || -> Result<Stat, ReadError> {
+        let stat = rustix::fs::fstat(&file).map_err(|e| ReadError::Os(e.into()))?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile => Ok(stat),
+            _ => Err(ReadError::NotRegular),
+        }
+    };
+    let stat = match check {
+        Check::Status => {
+            let stat = regular()?;
+            let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
+            read_limited(&file, size, MAX_FILE_BYTES, content).map_err(ReadError::Os)?;
+            Some(stat)
+        }
+        Check::Listed => {
+            match read_listed(file.as_fd(), MAX_FILE_BYTES, content) {
+                Ok(()) if !content.is_empty() => {}
+                Ok(()) => drop(regular()?),
+                Err(error) => {
+                    regular()?;
+                    return Err(ReadError::Os(error));
+                }
+            }
+            None
+        }
+    };
     if content.len() > MAX_FILE_BYTES {
         return Err(ReadError::TooLarge);
     }
@@ -149,6 +187,27 @@ pub(crate) fn read_skill_file_into<'a>(
     let content =
         std::str::from_utf8(content).map_err(|error| ReadError::NotUtf8(pystr::utf8_error_message(content, &error)))?;
     Ok(SkillFileRead { content, file, stat })
+}
+
+/// Reads the file open at `fd` to its end or past `limit` bytes, into `content`, with no size to
+/// go by: a read that leaves the buffer short is the end of a regular file.
+fn read_listed(fd: BorrowedFd<'_>, limit: usize, content: &mut Vec<u8>) -> std::io::Result<()> {
+    /// Room for most `SKILL.md` files in one read.
+    const FIRST_READ: usize = 16 * 1024;
+    content.clear();
+    content.reserve(FIRST_READ);
+    loop {
+        let room = content.capacity() - content.len();
+        let read = match rustix::io::read(fd, rustix::buffer::spare_capacity(&mut *content)) {
+            Ok(read) => read,
+            Err(Errno::INTR) => continue,
+            Err(errno) => return Err(errno.into()),
+        };
+        if read < room || content.len() > limit {
+            return Ok(());
+        }
+        content.reserve_exact(content.len().min(limit + 1 - content.len().min(limit)));
+    }
 }
 
 /// Reads at most `limit + 1` bytes into `content`, so that a file over `limit` is recognized
@@ -201,5 +260,82 @@ pub(crate) fn open_regular(directory: BorrowedFd<'_>, name: &[u8]) -> Result<(Ow
     match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile => Ok((fd, stat)),
         _ => Err(OpenFileError::NotRegular),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open_folder(path: &std::path::Path) -> OwnedFd {
+        rustix::fs::open(path, DIRECTORY_FLAGS, Mode::empty()).unwrap()
+    }
+
+    /// Both checks read every size whole, around the first read's room and its multiples, and
+    /// agree on what they read.
+    #[test]
+    fn a_listed_read_reads_what_a_checked_read_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = open_folder(dir.path());
+        for size in [0, 1, 580, 16_383, 16_384, 16_385, 32_768, 32_769, 100_000] {
+            let text: String = (0..size).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+            std::fs::write(dir.path().join(SKILL_FILE), &text).unwrap();
+            let mut buffer = Vec::new();
+            let listed = read_skill_file_into(folder.as_fd(), &mut buffer, Check::Listed).unwrap();
+            assert_eq!(listed.content, text, "{size}");
+            assert!(listed.stat.is_none());
+            let mut buffer = Vec::new();
+            let checked = read_skill_file_into(folder.as_fd(), &mut buffer, Check::Status).unwrap();
+            assert_eq!(checked.content, text, "{size}");
+            assert_eq!(checked.stat.unwrap().st_size, size as i64);
+        }
+    }
+
+    /// A read with no size to go by stops once past the limit (not reading the rest), and a file
+    /// at the limit is whole.
+    #[test]
+    fn a_listed_read_stops_past_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SKILL_FILE);
+        for (size, limit, read) in [(100, 100, 100), (101, 100, 101), (70_000, 20_000, 20_001), (5, 0, 5)] {
+            std::fs::write(&path, vec![b'x'; size]).unwrap();
+            let file = std::fs::File::open(&path).unwrap();
+            let mut content = b"left from before".to_vec();
+            read_listed(file.as_fd(), limit, &mut content).unwrap();
+            assert_eq!(content.len(), read, "{size} {limit}");
+        }
+        std::fs::write(&path, vec![b'x'; 4_000_001]).unwrap();
+        let mut buffer = Vec::new();
+        let folder = open_folder(dir.path());
+        let error = read_skill_file_into(folder.as_fd(), &mut buffer, Check::Listed).err().unwrap();
+        assert!(matches!(error, ReadError::TooLarge), "{error:?}");
+        assert!(buffer.len() <= 2 * MAX_FILE_BYTES, "{}", buffer.len());
+    }
+
+    /// What stands where the listing saw a regular file is still refused when it is none: a FIFO
+    /// (with no writer, and with a writer that wrote nothing) or a folder reads as nothing, or
+    /// fails, and is then checked.
+    #[test]
+    fn a_listed_read_refuses_what_is_no_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = open_folder(dir.path());
+        let path = dir.path().join(SKILL_FILE);
+        let refused = |check| {
+            let mut buffer = Vec::new();
+            match read_skill_file_into(folder.as_fd(), &mut buffer, check) {
+                Err(ReadError::NotRegular) => {}
+                other => panic!("{check:?}: {:?}", other.map(|read| read.content.to_owned())),
+            }
+        };
+        rustix::fs::mknodat(rustix::fs::CWD, &path, FileType::Fifo, Mode::from_raw_mode(0o644), 0).unwrap();
+        refused(Check::Listed);
+        refused(Check::Status);
+        let writer = rustix::fs::open(&path, OFlags::RDWR | OFlags::NONBLOCK, Mode::empty()).unwrap();
+        refused(Check::Listed);
+        drop(writer);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        refused(Check::Listed);
+        refused(Check::Status);
     }
 }

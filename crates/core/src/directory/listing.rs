@@ -14,7 +14,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::FolderObserver;
 use super::files::{self, FileKey, Hashes, Lister, Stamp};
-use super::guarded::{self, OsFailure, ReadError, SKILL_FILE, SkillFileRead};
+use super::guarded::{self, Check, OsFailure, ReadError, SKILL_FILE, SkillFileRead};
 use super::path::{join, join_into, last_component};
 use crate::discover::ContentVersion;
 use crate::files::{Digest, FileListing};
@@ -153,7 +153,7 @@ impl Digests {
 
     /// Takes the digest of `read`, opened after `opened_after`, if it is new and settled.
     fn take(&mut self, read: &SkillFileRead<'_>, opened_after: Stamp) {
-        let key = FileKey::of(&read.stat);
+        let key = FileKey::of(read.stat.as_ref().expect("a read whose digest is taken checks the file's status"));
         let whole = u64::try_from(read.content.len()).is_ok_and(|len| len == key.size());
         if !whole || !files::settled(&key, opened_after) || self.known.contains_key(&key) {
             return;
@@ -707,7 +707,9 @@ fn read_skill(
     digests: Option<&mut Digests>,
 ) -> Result<(Skill, ContentVersion), Diagnostic> {
     let opened_after = digests.is_some().then(Stamp::now);
-    let read = guarded::read_skill_file_into(folder, buffer);
+    // The status of the file only where its digest is taken: it identifies the digest.
+    let check = if digests.is_some() { Check::Status } else { Check::Listed };
+    let read = guarded::read_skill_file_into(folder, buffer, check);
     let folder_path = &path[..path.len() - SKILL_FILE.len() - 1];
     let (content, read) = match read {
         Ok(read) => (Ok(read.content), Some(read)),
