@@ -102,7 +102,8 @@ pub fn compose(
             files,
         });
         let skills = sorted_catalog(skills.collect(), |sourced| &sourced.skill).map_err(failed)?;
-        owners = merge(owners, skills.into_iter(), &mut shadowed);
+        // The first source's catalog is the composite's so far, as it is.
+        owners = if owners.is_empty() { skills } else { merge(owners, skills.into_iter(), &mut shadowed) };
     }
     Ok(CompositeDiscovery { skills: owners, shadowed, diagnostics })
 }
@@ -114,7 +115,7 @@ fn merge(
     later: impl Iterator<Item = SourcedSkill>,
     shadowed: &mut Vec<SourcedSkill>,
 ) -> Vec<SourcedSkill> {
-    let mut merged = Vec::with_capacity(owners.len());
+    let mut merged = Vec::with_capacity(owners.len() + later.size_hint().0);
     let mut owners = owners.into_iter().peekable();
     for entry in later {
         while let Some(owner) = owners.next_if(|owner| owner.skill.name() < entry.skill.name()) {
