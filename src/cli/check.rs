@@ -4,18 +4,57 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+use skillcat_core::SourcedSkill;
 
 use crate::catalog::{CatalogError, OfflineCatalog};
+use crate::sources::Sources;
 use crate::spec::{self, Finding, Rule, Severity};
 
 /// What `check` prints, borrowing from one scan of the sources.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
-    pub skills: Vec<SkillRow<'a>>,
+    pub skills: SkillRows<'a>,
     pub shadowed: Vec<ShadowedRow<'a>>,
     pub diagnostics: Vec<DiagnosticRow<'a>>,
     pub error: Option<String>,
+}
+
+/// The skills of a report, each made into its row as the row is written: a large catalog's rows
+/// are never all held at once.
+pub struct SkillRows<'a> {
+    skills: &'a [SourcedSkill],
+    sources: &'a Sources,
+    /// Each skill's agentskills.io findings, in the order of `skills`, with `--spec`.
+    spec: Option<Vec<Vec<Finding>>>,
+}
+
+impl<'a> SkillRows<'a> {
+    pub fn len(&self) -> usize {
+        self.skills.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = SkillRow<'_>> {
+        self.skills.iter().enumerate().map(|(index, entry)| SkillRow {
+            name: entry.skill.name().as_str(),
+            description: entry.skill.description(),
+            location: entry.skill.location(),
+            source: self.sources.label(entry.source),
+            spec: self.spec.as_ref().map(|spec| spec[index].as_slice()),
+        })
+    }
+}
+
+impl Serialize for SkillRows<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl std::fmt::Debug for SkillRows<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -26,7 +65,7 @@ pub struct SkillRow<'a> {
     pub source: &'a str,
     /// The agentskills.io findings, with `--spec` (absent without it, so `--json` stays as it was).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub spec: Option<Vec<Finding>>,
+    pub spec: Option<&'a [Finding]>,
 }
 
 #[derive(Debug, Serialize)]
@@ -50,17 +89,7 @@ impl<'a> Report<'a> {
         let sources = catalog.sources();
         match catalog.scan_outcome() {
             Ok(discovery) => Report {
-                skills: discovery
-                    .skills
-                    .iter()
-                    .map(|entry| SkillRow {
-                        name: entry.skill.name().as_str(),
-                        description: entry.skill.description(),
-                        location: entry.skill.location(),
-                        source: sources.label(entry.source),
-                        spec: None,
-                    })
-                    .collect(),
+                skills: SkillRows { skills: &discovery.skills, sources, spec: None },
                 shadowed: discovery
                     .shadowed
                     .iter()
@@ -82,7 +111,7 @@ impl<'a> Report<'a> {
                 error: None,
             },
             Err(error) => Report {
-                skills: Vec::new(),
+                skills: SkillRows { skills: &[], sources, spec: None },
                 shadowed: Vec::new(),
                 diagnostics: Vec::new(),
                 // nagents' message, then the other skill of the name, as `manifest` and `serve` say it.
@@ -96,7 +125,8 @@ impl<'a> Report<'a> {
     /// source that owns it, the same guarded way a load reads it; the catalog is not touched.
     pub async fn check_spec(&mut self, catalog: &OfflineCatalog) {
         let Ok(discovery) = catalog.discovery() else { return };
-        for (row, entry) in self.skills.iter_mut().zip(&discovery.skills) {
+        let mut checked = Vec::with_capacity(discovery.skills.len());
+        for entry in &discovery.skills {
             let mut findings = match catalog.text(entry).await {
                 Ok(content) => spec::check_skill_md(&content, folder_name(entry.skill.location())),
                 Err(error) => {
@@ -110,8 +140,9 @@ impl<'a> Report<'a> {
             if let Some(Err(unavailable)) = entry.files.as_deref().map(|listing| listing.files()) {
                 findings.push(Finding::new(Rule::Files, format!("the files are not served: {unavailable}")));
             }
-            row.spec = Some(findings);
+            checked.push(findings);
         }
+        self.skills.spec = Some(checked);
     }
 
     /// No diagnostic, no source error, and (with `--spec`) no skill breaking a MUST of the
@@ -122,7 +153,7 @@ impl<'a> Report<'a> {
 
     /// How many skills have a finding of this severity.
     fn spec_count(&self, severity: Severity) -> usize {
-        let has = |row: &&SkillRow<'_>| row.spec.iter().flatten().any(|finding| finding.severity == severity);
+        let has = |row: &SkillRow<'_>| row.spec.into_iter().flatten().any(|finding| finding.severity == severity);
         self.skills.iter().filter(has).count()
     }
 
@@ -131,16 +162,16 @@ impl<'a> Report<'a> {
         if self.error.is_some() {
             return Ok(());
         }
-        let checked: Vec<&SkillRow<'_>> = self.skills.iter().filter(|row| row.spec.is_some()).collect();
+        let checked: Vec<SkillRow<'_>> = self.skills.iter().filter(|row| row.spec.is_some()).collect();
         let rule_width = checked
             .iter()
-            .flat_map(|row| row.spec.iter().flatten())
+            .flat_map(|row| row.spec.into_iter().flatten())
             .map(|finding| finding.rule.as_str().len())
             .max()
             .unwrap_or(0);
         let noted: Vec<(&str, &[Finding])> = checked
             .iter()
-            .filter_map(|row| Some((row.name, row.spec.as_deref().filter(|findings| !findings.is_empty())?)))
+            .filter_map(|row| Some((row.name, row.spec.filter(|findings| !findings.is_empty())?)))
             .collect();
         if !noted.is_empty() {
             writeln!(out, "\nagentskills.io specification:")?;
@@ -172,7 +203,7 @@ impl<'a> Report<'a> {
         let source_width =
             self.skills.iter().map(|row| row.source.chars().count()).max().unwrap_or(0).max("SOURCE".len());
         writeln!(out, "{:name_width$}  {:source_width$}  DESCRIPTION", "SKILL", "SOURCE")?;
-        for row in &self.skills {
+        for row in self.skills.iter() {
             let source_pad = source_width - row.source.chars().count() + row.source.len();
             writeln!(out, "{:name_width$}  {:source_pad$}  {}", row.name, row.source, summary(row.description))?;
         }
