@@ -26,6 +26,11 @@ use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
 /// result back to the walk through a lock: a run of folders makes that small next to its system
 /// calls, where one folder (a few calls) does not.
 pub(super) const RUN: usize = 8;
+
+// A run's prepared folders are delivered in one vector. Kept under 1,024 bytes, it is a small
+// request to glibc's allocator, which, unlike a larger one, does not first merge every freed
+// small block of the thread's heap (the walk frees the folders of every run it consumes).
+const _: () = assert!(RUN * std::mem::size_of::<Prepared>() < 1024);
 /// Runs queued ahead of the one the walk waits for, per folder being walked. Deep enough that a
 /// helper finds work whenever it finishes a run: with a window of one run per thread, the walk
 /// took the queued runs itself while it waited, the helper slept, and each run queued next had to
@@ -215,8 +220,10 @@ pub(super) struct Prepared {
     /// The folder's descriptor, when it was opened for this walk and the walk may open folders
     /// beneath it (never for one from the picture).
     pub(super) fd: Option<Arc<OwnedFd>>,
-    /// The files of the folder's skill, when the walk lists them (see [`Digests`]).
-    pub(super) files: Option<FileListing>,
+    /// The files of the folder's skill, when the walk lists them (see [`Digests`]); shared as
+    /// the walk's outcome holds them. Behind a pointer, so that a prepared folder is small: a
+    /// run's vector of them stays in the allocator's small sizes.
+    pub(super) files: Option<Arc<FileListing>>,
     /// Its subfolders, one for each folder it lists, in order, when the task that prepared it
     /// prepared them too, through its descriptor before closing it (a folder with few of them,
     /// see [`NESTED`]). The walk would otherwise keep the folder open, queue them as a run of
@@ -609,7 +616,7 @@ pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, levels: usize, buffe
 fn prepare_one(parent: Option<BorrowedFd<'_>>, path: Vec<u8>, levels: usize, buffers: &mut Buffers) -> Prepared {
     let (visit, fd, files) = open_and_list(parent, &path, buffers);
     let fd = fd.filter(|_| levels > 0 && has_subfolders(&visit));
-    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files, subfolders: None }
+    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files: files.map(Arc::new), subfolders: None }
 }
 
 /// Descriptors the subfolders prepared with `prepared` keep (see [`Prepared::subfolders`]).
@@ -620,7 +627,7 @@ pub(super) fn kept_beneath(prepared: &Prepared) -> usize {
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
 pub(super) fn prepare(opener: &Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
     let (visit, fd, files) = open_and_list(opener.parent(), &path, buffers);
-    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files, subfolders: None }
+    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files: files.map(Arc::new), subfolders: None }
 }
 
 /// [`prepare`]'s work: the folder as listed, its descriptor if it could be opened, and its

@@ -443,7 +443,7 @@ impl<'q> Walk<'q> {
                 }
                 Kind::SkillFile => match folder.skill.as_ref().expect("a listed SKILL.md is read") {
                     Ok((skill, version)) => {
-                        let files = files.take().map(Arc::new);
+                        let files = files.take();
                         self.outcome.found.push(Found { skill: skill.clone(), root, version: *version, files });
                     }
                     Err(diagnostic) => self.diagnose((**diagnostic).clone()),
