@@ -81,10 +81,11 @@ impl Discovery {
 pub struct ContentVersion(u64);
 
 impl ContentVersion {
-    /// A 64-bit hash of the content: eight bytes at a time, each word mixed by a folded
-    /// 128-bit multiply, the length folded in last. Not for adversaries (a writer of the file
-    /// controls its content anyway), only to tell versions apart; fast enough to run on every
-    /// load (about 1 byte per cycle).
+    /// A 64-bit hash of the content: eight bytes at a time, each word mixed by a folded 128-bit
+    /// multiply into one of four lanes in turn (four multiplies in flight rather than one after
+    /// another), the lanes then folded in order, the words left over and the length last. Not for
+    /// adversaries (a writer of the file controls its content anyway), only to tell versions
+    /// apart; fast enough to run on every load (several bytes per cycle).
     pub fn of(content: &str) -> Self {
         const K0: u64 = 0xa076_1d64_78bd_642f;
         const K1: u64 = 0xe703_7ed1_a0b4_28db;
@@ -92,12 +93,23 @@ impl ContentVersion {
             let product = u128::from(a) * u128::from(b);
             (product as u64) ^ ((product >> 64) as u64)
         }
+        let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().expect("eight bytes"));
         let bytes = content.as_bytes();
+        // The lanes start apart and are folded in order: words swapped between lanes change the hash.
+        let mut lanes = [K0, K0.rotate_left(16), K0.rotate_left(32), K0.rotate_left(48)];
+        let mut blocks = bytes.chunks_exact(32);
+        for block in &mut blocks {
+            for (lane, bytes) in lanes.iter_mut().zip(block.chunks_exact(8)) {
+                *lane = mix(*lane ^ word(bytes), K1);
+            }
+        }
         let mut hash = K0;
-        let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            let word = u64::from_le_bytes(word.try_into().expect("eight bytes"));
-            hash = mix(hash ^ word, K1);
+        for lane in lanes {
+            hash = mix(hash ^ lane, K1);
+        }
+        let mut words = blocks.remainder().chunks_exact(8);
+        for bytes in &mut words {
+            hash = mix(hash ^ word(bytes), K1);
         }
         let mut tail = [0u8; 8];
         tail[..words.remainder().len()].copy_from_slice(words.remainder());
@@ -193,6 +205,13 @@ mod tests {
         }
         assert_ne!(ContentVersion::of("a"), ContentVersion::of("a\0"));
         assert_ne!(ContentVersion::of("aaaaaaaabbbbbbbb"), ContentVersion::of("bbbbbbbbaaaaaaaa"));
+        // Words swapped between lanes, and between the blocks of one lane.
+        let words: Vec<String> = (0..12).map(|i| format!("word{i:04}")).collect();
+        for (a, b) in [(0, 1), (0, 4), (3, 7), (1, 9), (8, 10)] {
+            let mut swapped = words.clone();
+            swapped.swap(a, b);
+            assert_ne!(ContentVersion::of(&words.concat()), ContentVersion::of(&swapped.concat()), "{a} {b}");
+        }
         assert_eq!(ContentVersion::of(&base), ContentVersion::of(&base.clone()));
     }
 
