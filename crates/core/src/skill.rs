@@ -264,7 +264,8 @@ impl Skill {
 }
 
 fn is_bounded_text(text: &str, max_chars: usize) -> bool {
-    !pystr::strip(text).is_empty() && pystr::char_len(text) <= max_chars
+    // At most `max_chars` bytes are at most as many code points.
+    !pystr::strip(text).is_empty() && (text.len() <= max_chars || pystr::char_len(text) <= max_chars)
 }
 
 #[derive(Serialize, Deserialize)]

@@ -746,8 +746,8 @@ pub(crate) fn skill_of(
             ..Diagnostic::new(path, error.message())
         }
     })?;
-    let folder_name = String::from_utf8_lossy(folder_name);
-    let location = String::from_utf8_lossy(path);
+    let folder_name = pystr::lossy(folder_name);
+    let location = pystr::lossy(path);
     let message = match parse_fields(content, &folder_name) {
         // The message starts with the location; Python prints its raw bytes.
         Err(kind) => [path, kind.message("").as_bytes()].concat(),

@@ -31,12 +31,32 @@ pub fn is_space(c: char) -> bool {
 
 /// Python's `str.strip()` with no argument.
 pub fn strip(s: &str) -> &str {
-    s.trim_matches(is_space)
+    rstrip(lstrip(s))
 }
 
-/// Python's `str.rstrip()` with no argument.
+/// Python's `str.lstrip()` with no argument. ASCII bytes are looked at as bytes; the first
+/// other byte starts a character, which is decoded.
+fn lstrip(s: &str) -> &str {
+    match s.bytes().position(|b| !is_ascii_space(b)) {
+        Some(at) if s.as_bytes()[at].is_ascii() => &s[at..],
+        Some(at) => s[at..].trim_start_matches(is_space),
+        None => "",
+    }
+}
+
+/// Python's `str.rstrip()` with no argument, ASCII bytes looked at as [`lstrip`] does.
 pub fn rstrip(s: &str) -> &str {
-    s.trim_end_matches(is_space)
+    match s.bytes().rposition(|b| !is_ascii_space(b)) {
+        Some(at) if s.as_bytes()[at].is_ascii() => &s[..=at],
+        // The last byte of a character: everything after it is ASCII space.
+        Some(at) => s[..=at].trim_end_matches(is_space),
+        None => "",
+    }
+}
+
+/// [`is_space`] for an ASCII byte; false for every byte of a multi-byte character.
+fn is_ascii_space(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | 0x1c..=b' ')
 }
 
 /// Python's `str.splitlines()` (without `keepends`): breaks at `\n`, `\r\n`, `\r`, `\v`, `\f`,
@@ -99,6 +119,15 @@ fn may_start_break(word: u64) -> bool {
     (word.wrapping_sub(SPACES) & !word | word) & HIGH != 0
 }
 
+/// `bytes` as text, each invalid sequence replaced as `String::from_utf8_lossy` replaces it;
+/// borrowed when they are valid UTF-8, which is checked first the fast way.
+pub fn lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 /// Python's `len(s)`: the number of code points.
 pub fn char_len(s: &str) -> usize {
     s.chars().count()
@@ -106,6 +135,10 @@ pub fn char_len(s: &str) -> usize {
 
 /// Python's `s[:n]`: the first `n` code points.
 pub fn take_chars(s: &str, n: usize) -> &str {
+    // At most `n` bytes are at most `n` code points.
+    if s.len() <= n {
+        return s;
+    }
     match s.char_indices().nth(n) {
         Some((at, _)) => &s[..at],
         None => s,
@@ -338,6 +371,43 @@ mod tests {
             assert!(!is_space(c), "{c:?}");
         }
         assert_eq!(strip("\u{1f} a \u{a0}"), "a");
+    }
+
+    /// Stripping by bytes where they are ASCII gives what stripping by characters gives, for
+    /// every string of up to three pieces drawn from spaces of each kind and other characters.
+    #[test]
+    fn strips_match_stripping_by_characters() {
+        let pieces = [
+            "", " ", "\t", "\r\n", "\u{b}", "\u{1c}", "\u{1f}", "\u{85}", "\u{a0}", "\u{3000}", "\u{2029}", "a", "é",
+            "\u{feff}", "\u{200b}", "-", "\u{7f}", "\u{0}", "日本",
+        ];
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    let text = format!("{a}{b}{c}");
+                    assert_eq!(strip(&text), text.trim_matches(is_space), "{text:?}");
+                    assert_eq!(rstrip(&text), text.trim_end_matches(is_space), "{text:?}");
+                    assert_eq!(lstrip(&text), text.trim_start_matches(is_space), "{text:?}");
+                }
+            }
+        }
+        for byte in 0..=0x7f_u8 {
+            assert_eq!(is_ascii_space(byte), is_space(char::from(byte)), "{byte:#x}");
+        }
+        for byte in 0x80..=0xff_u8 {
+            assert!(!is_ascii_space(byte), "{byte:#x}");
+        }
+    }
+
+    #[test]
+    fn short_texts_are_taken_whole_and_lossy_text_is_borrowed_when_valid() {
+        assert_eq!(take_chars("éé", 2), "éé");
+        assert_eq!(take_chars("éé", 3), "éé");
+        assert_eq!(take_chars("ééé", 2), "éé");
+        assert_eq!(take_chars("abc", 2), "ab");
+        assert!(matches!(lossy(b"caf\xc3\xa9"), Cow::Borrowed("café")));
+        assert_eq!(lossy(b"a\xffb"), String::from_utf8_lossy(b"a\xffb"));
+        assert!(matches!(lossy(b"a\xffb"), Cow::Owned(_)));
     }
 
     #[test]
