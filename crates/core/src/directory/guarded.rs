@@ -206,7 +206,8 @@ fn read_listed(fd: BorrowedFd<'_>, limit: usize, content: &mut Vec<u8>) -> std::
         if read < room || content.len() > limit {
             return Ok(());
         }
-        content.reserve_exact(content.len().min(limit + 1 - content.len().min(limit)));
+        // Twice the room, up to one byte past the limit.
+        content.reserve_exact(content.len().min(limit + 1 - content.len()));
     }
 }
 
