@@ -3,7 +3,6 @@
 //! `SKILL.md` is opened non-blocking, read within a bound and checked to be a regular file, so a
 //! FIFO or device cannot hang it (see [`Check`]).
 
-use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -165,11 +164,11 @@ pub(crate) fn read_skill_file_into<'a>(
         Check::Status => {
             let stat = regular()?;
             let size = usize::try_from(stat.st_size).unwrap_or(usize::MAX);
-            read_limited(&file, size, MAX_FILE_BYTES, content).map_err(ReadError::Os)?;
+            read_limited(file.as_fd(), size, MAX_FILE_BYTES, content).map_err(ReadError::Os)?;
             Some(stat)
         }
         Check::Listed => {
-            match read_listed(file.as_fd(), MAX_FILE_BYTES, content) {
+            match read_limited(file.as_fd(), FIRST_READ, MAX_FILE_BYTES, content) {
                 Ok(()) if !content.is_empty() => {}
                 Ok(()) => drop(regular()?),
                 Err(error) => {
@@ -189,13 +188,22 @@ pub(crate) fn read_skill_file_into<'a>(
     Ok(SkillFileRead { content, file, stat })
 }
 
-/// Reads the file open at `fd` to its end or past `limit` bytes, into `content`, with no size to
-/// go by: a read that leaves the buffer short is the end of a regular file.
-fn read_listed(fd: BorrowedFd<'_>, limit: usize, content: &mut Vec<u8>) -> std::io::Result<()> {
-    /// Room for most `SKILL.md` files in one read.
-    const FIRST_READ: usize = 16 * 1024;
+/// Room for most `SKILL.md` files in one read, where no `fstat` tells a file's size.
+const FIRST_READ: usize = 16 * 1024;
+
+/// Reads the file open at `fd` into `content`, to its end or to `limit + 1` bytes, so that a file
+/// over `limit` is recognized without reading it all; room is made first for `expected` bytes
+/// (the size `fstat` reported, or a guess). A read that leaves the room short is the end of the
+/// file (POSIX: a read of a regular file returns fewer bytes than asked only at its end), which
+/// saves the extra `read` returning 0.
+pub(crate) fn read_limited(
+    fd: BorrowedFd<'_>,
+    expected: usize,
+    limit: usize,
+    content: &mut Vec<u8>,
+) -> std::io::Result<()> {
     content.clear();
-    content.reserve(FIRST_READ);
+    content.reserve_exact(expected.min(limit).saturating_add(1));
     loop {
         let room = content.capacity() - content.len();
         let read = match rustix::io::read(fd, rustix::buffer::spare_capacity(&mut *content)) {
@@ -206,42 +214,9 @@ fn read_listed(fd: BorrowedFd<'_>, limit: usize, content: &mut Vec<u8>) -> std::
         if read < room || content.len() > limit {
             return Ok(());
         }
-        // Twice the room, up to one byte past the limit.
-        content.reserve_exact(content.len().min(limit + 1 - content.len()));
+        // Larger than expected: twice the room, up to one byte past the limit.
+        content.reserve_exact(content.len().min(limit.saturating_add(1) - content.len()));
     }
-}
-
-/// Reads at most `limit + 1` bytes into `content`, so that a file over `limit` is recognized
-/// without reading it all. A read that stops short exactly at the size `fstat` reported is the
-/// end of the file, which saves the extra `read` returning 0.
-pub(crate) fn read_limited(
-    mut file: &std::fs::File,
-    size: usize,
-    limit: usize,
-    content: &mut Vec<u8>,
-) -> std::io::Result<()> {
-    content.clear();
-    content.resize(size.min(limit).saturating_add(1), 0);
-    let mut filled = 0;
-    loop {
-        match file.read(&mut content[filled..]) {
-            Ok(0) => break,
-            Ok(read) => filled += read,
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(error) => return Err(error),
-        }
-        if filled == content.len() {
-            if filled > limit {
-                break;
-            }
-            // The file grew since fstat.
-            content.resize(filled.saturating_mul(2).min(limit.saturating_add(1)), 0);
-        } else if filled == size {
-            break;
-        }
-    }
-    content.truncate(filled);
-    Ok(())
 }
 
 /// Why a file beneath a skill folder could not be opened for reading.
@@ -292,17 +267,18 @@ mod tests {
         }
     }
 
-    /// A read with no size to go by stops once past the limit (not reading the rest), and a file
-    /// at the limit is whole.
+    /// A read stops once past the limit (not reading the rest), and a file at the limit is whole,
+    /// however much room was made first.
     #[test]
     fn a_listed_read_stops_past_its_limit() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(SKILL_FILE);
         for (size, limit, read) in [(100, 100, 100), (101, 100, 101), (70_000, 20_000, 20_001), (5, 0, 5)] {
+            // The buffer's room from before (16 bytes) is read into whole: 5 of 5 bytes, not 1.
             std::fs::write(&path, vec![b'x'; size]).unwrap();
             let file = std::fs::File::open(&path).unwrap();
             let mut content = b"left from before".to_vec();
-            read_listed(file.as_fd(), limit, &mut content).unwrap();
+            read_limited(file.as_fd(), FIRST_READ, limit, &mut content).unwrap();
             assert_eq!(content.len(), read, "{size} {limit}");
         }
         std::fs::write(&path, vec![b'x'; 4_000_001]).unwrap();

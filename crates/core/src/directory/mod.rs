@@ -441,7 +441,8 @@ impl DirectorySkillDiscoverer {
         let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
         let size = usize::try_from(size).unwrap_or(usize::MAX);
         let mut content = Vec::new();
-        guarded::read_limited(&file, size, limit, &mut content).map_err(|error| file_error(skill, path, error))?;
+        guarded::read_limited(file.as_fd(), size, limit, &mut content)
+            .map_err(|error| file_error(skill, path, error))?;
         if content.len() > limit {
             return Err(SkillError::Changed { name: skill.name().clone() });
         }
