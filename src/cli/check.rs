@@ -124,9 +124,8 @@ impl<'a> Report<'a> {
     /// skills are not served, so they are not checked. Each `SKILL.md` is read again through the
     /// source that owns it, the same guarded way a load reads it; the catalog is not touched.
     pub async fn check_spec(&mut self, catalog: &OfflineCatalog) {
-        let Ok(discovery) = catalog.discovery() else { return };
-        let mut checked = Vec::with_capacity(discovery.skills.len());
-        for entry in &discovery.skills {
+        let mut checked = Vec::with_capacity(self.skills.len());
+        for entry in self.skills.skills {
             let mut findings = match catalog.text(entry).await {
                 Ok(content) => spec::check_skill_md(&content, folder_name(entry.skill.location())),
                 Err(error) => {
