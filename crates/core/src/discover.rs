@@ -85,7 +85,7 @@ impl ContentVersion {
     /// multiply into one of four lanes in turn (four multiplies in flight rather than one after
     /// another), the lanes then folded in order, the words left over and the length last. Not for
     /// adversaries (a writer of the file controls its content anyway), only to tell versions
-    /// apart; fast enough to run on every load (several bytes per cycle).
+    /// apart; fast enough to run on every load.
     pub fn of(content: &str) -> Self {
         const K0: u64 = 0xa076_1d64_78bd_642f;
         const K1: u64 = 0xe703_7ed1_a0b4_28db;
