@@ -33,6 +33,8 @@ use crate::files::{Digest, FileListing};
 use crate::skill::Skill;
 
 const MAX_DIAGNOSTICS: usize = 20;
+/// A run near the end of a folder's subfolders takes at most one in this many of those left.
+const TAIL_SHARE: usize = 4;
 const ENTRY_LIMIT: &str = "discovery entry limit reached; increase max_entries";
 const DEPTH_LIMIT: &str = "discovery depth/entry limit reached";
 
@@ -564,10 +566,15 @@ impl<'f> Ahead<'f> {
         }
     }
 
-    /// Queues runs until [`RUNS_AHEAD`] wait, or every subfolder is queued.
+    /// Queues runs until [`RUNS_AHEAD`] wait, or every subfolder is queued. Runs shrink toward
+    /// the folder's last subfolders (each takes at most one in [`TAIL_SHARE`] of those left), so that
+    /// the threads finish the folder at about the same time: with whole runs to the end, one
+    /// thread prepared the last run while the other, out of work, waited for the walk to leave
+    /// the folder and queue the next one's.
     fn queue_runs(&mut self, walk: &Walk<'_>) {
         while self.runs.len() < RUNS_AHEAD && self.queued < self.subfolders.len() {
-            let end = (self.queued + RUN).min(self.subfolders.len());
+            let left = self.subfolders.len() - self.queued;
+            let end = self.queued + RUN.min(left.div_ceil(TAIL_SHARE));
             let paths = self.subfolders[self.queued..end]
                 .iter()
                 .map(|&entry| join(self.path, self.folder.name(entry)))
