@@ -27,10 +27,10 @@ use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
 /// calls, where one folder (a few calls) does not.
 pub(super) const RUN: usize = 8;
 
-// A run's prepared folders are delivered in one vector. Kept under 1,024 bytes, it is a small
-// request to glibc's allocator, which, unlike a larger one, does not first merge every freed
-// small block of the thread's heap (the walk frees the folders of every run it consumes).
-const _: () = assert!(RUN * std::mem::size_of::<Prepared>() < 1024);
+// A run travels in one vector. Kept under 1,024 bytes, it is a small request to glibc's
+// allocator, which, unlike a larger one, does not first merge every freed small block of the
+// thread's heap (the walk frees the folders of every run it consumes).
+const _: () = assert!(RUN * std::mem::size_of::<RunFolder>() < 1024);
 /// Runs queued ahead of the one the walk waits for, per folder being walked. Deep enough that a
 /// helper finds work whenever it finishes a run: with a window of one run per thread, the walk
 /// took the queued runs itself while it waited, the helper slept, and each run queued next had to
@@ -328,11 +328,30 @@ impl Opener {
 /// Folders to prepare (a root, or a run of siblings in walk order), and where to put the result.
 pub(super) struct Task {
     pub(super) opener: Opener,
-    pub(super) paths: Vec<Vec<u8>>,
+    /// The folders, each given by its path, which the thread that runs the task replaces with the
+    /// folder prepared. The walk makes the vector and gets it back through the slot, so that the
+    /// thread that allocated it frees it: glibc frees another thread's block into that thread's
+    /// arena, under its lock, which the two threads then contend for.
+    pub(super) folders: Vec<RunFolder>,
     /// How many levels of folders beneath these the walk may enter (the depth bound's room): with
     /// none, none keeps its descriptor.
     pub(super) levels: usize,
     pub(super) slot: Arc<Slot>,
+}
+
+/// A folder of a run: its path, until a thread prepares it in place.
+pub(super) enum RunFolder {
+    Path(Vec<u8>),
+    Prepared(Prepared),
+}
+
+impl RunFolder {
+    /// Prepares the folder with `prepare`, unless it is prepared already.
+    fn prepare(&mut self, prepare: impl FnOnce(Vec<u8>) -> Prepared) {
+        if let RunFolder::Path(path) = self {
+            *self = RunFolder::Prepared(prepare(std::mem::take(path)));
+        }
+    }
 }
 
 /// Where a prepared folder is delivered; the walk waits on it only when no queued work is left
@@ -401,14 +420,14 @@ pub(super) fn spin_until(window: Duration, ready: impl Fn() -> bool) -> bool {
 
 #[derive(Default)]
 pub(super) struct SlotState {
-    pub(super) value: Option<Vec<Prepared>>,
+    pub(super) value: Option<Vec<RunFolder>>,
     pub(super) waiting: bool,
     /// Set when the thread preparing the slot's folders panicked: they will never come.
     pub(super) abandoned: bool,
 }
 
 impl Slot {
-    pub(super) fn put(&self, prepared: Vec<Prepared>) {
+    pub(super) fn put(&self, prepared: Vec<RunFolder>) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.value = Some(prepared);
         self.filled.store(true, Ordering::Release);
@@ -428,11 +447,11 @@ impl Slot {
         }
     }
 
-    pub(super) fn try_take(&self) -> Option<Vec<Prepared>> {
+    pub(super) fn try_take(&self) -> Option<Vec<RunFolder>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).value.take()
     }
 
-    pub(super) fn take(&self, waits: &mut Waits) -> Vec<Prepared> {
+    pub(super) fn take(&self, waits: &mut Waits) -> Vec<RunFolder> {
         waits.watch(|| self.filled.load(Ordering::Acquire));
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
@@ -473,6 +492,8 @@ pub(super) struct Queue {
 pub(super) struct QueueState {
     pub(super) tasks: VecDeque<Task>,
     pub(super) idle: usize,
+    /// Idle helpers already woken and not yet up: a burst of pushes wakes each helper once.
+    pub(super) waking: usize,
     pub(super) closed: bool,
 }
 
@@ -481,7 +502,8 @@ impl Queue {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.tasks.push_back(task);
         self.pushes.fetch_add(1, Ordering::Release);
-        if state.idle > 0 {
+        if state.idle > state.waking {
+            state.waking += 1;
             self.available.notify_one();
         }
     }
@@ -533,6 +555,8 @@ impl Queue {
                     state.idle += 1;
                     state = self.available.wait(state).unwrap_or_else(PoisonError::into_inner);
                     state.idle -= 1;
+                    // Woken by a push, or spuriously: either way, no more are waking than idle.
+                    state.waking = state.waking.saturating_sub(1).min(state.idle);
                 }
                 waits.ended();
             }
@@ -542,13 +566,17 @@ impl Queue {
 
 impl Task {
     /// Prepares the task's folders; `kept` counts the descriptors its run keeps.
-    pub(super) fn run(self, buffers: &mut Buffers, kept: &AtomicUsize) {
+    pub(super) fn run(mut self, buffers: &mut Buffers, kept: &AtomicUsize) {
         let _abandoned = Abandoned(&self.slot);
-        let prepared = match &self.opener {
-            Opener::Root => self.paths.into_iter().map(|path| prepare(&self.opener, path, buffers)).collect(),
-            Opener::Child(_) => prepare_run(&self.opener, self.paths, self.levels, buffers, kept),
-        };
-        self.slot.put(prepared);
+        match &self.opener {
+            Opener::Root => {
+                for folder in &mut self.folders {
+                    folder.prepare(|path| prepare(&self.opener, path, buffers));
+                }
+            }
+            Opener::Child(_) => prepare_run(&self.opener, &mut self.folders, self.levels, buffers, kept),
+        }
+        self.slot.put(self.folders);
     }
 }
 
@@ -568,26 +596,26 @@ impl Drop for Abandoned<'_> {
 /// walk will open nothing beneath is closed here.
 fn prepare_run(
     opener: &Opener,
-    paths: Vec<Vec<u8>>,
+    folders: &mut [RunFolder],
     levels: usize,
     buffers: &mut Buffers,
     kept_ahead: &AtomicUsize,
-) -> Vec<Prepared> {
-    let mut run = Vec::with_capacity(paths.len());
+) {
     let mut kept = 0;
-    for path in paths {
+    for folder in folders {
         if kept >= MAX_KEPT || kept_ahead.load(Ordering::Relaxed) >= MAX_KEPT_AHEAD {
             break;
         }
-        let prepared = prepare_child(opener, path, levels, buffers);
-        let fds = usize::from(prepared.fd.is_some()) + kept_beneath(&prepared);
-        if fds > 0 {
-            kept += fds;
-            kept_ahead.fetch_add(fds, Ordering::Relaxed);
-        }
-        run.push(prepared);
+        folder.prepare(|path| {
+            let prepared = prepare_child(opener, path, levels, buffers);
+            let fds = usize::from(prepared.fd.is_some()) + kept_beneath(&prepared);
+            if fds > 0 {
+                kept += fds;
+                kept_ahead.fetch_add(fds, Ordering::Relaxed);
+            }
+            prepared
+        });
     }
-    run
 }
 
 /// [`prepare`] for a subfolder met by a full walk, with `levels` of folders beneath it that the

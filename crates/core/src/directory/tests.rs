@@ -388,14 +388,15 @@ fn a_helper_takes_runs_pushed_while_it_watches_and_after_it_slept() {
         let slot = Arc::new(listing::Slot::default());
         queue.push(listing::Task {
             opener: listing::Opener::Root,
-            paths: vec![root.clone()],
+            folders: vec![listing::RunFolder::Path(root.clone())],
             levels: 0,
             slot: Arc::clone(&slot),
         });
         // Never taken by the test itself: only the helper can fill the slot.
         let filled = listing::spin_until(std::time::Duration::from_secs(10), || slot.filled.load(Ordering::Acquire));
         assert!(filled, "round {round}: the run was left in the queue");
-        assert_eq!(slot.take(&mut listing::Waits::new(true)).len(), 1);
+        let run = slot.take(&mut listing::Waits::new(true));
+        assert!(matches!(run[..], [listing::RunFolder::Prepared(_)]), "round {round}: unprepared");
     }
     queue.close();
     helper.join().unwrap();
@@ -424,7 +425,8 @@ fn a_helper_that_panics_makes_the_walk_waiting_for_it_panic_rather_than_wait_for
         std::thread::spawn(move || queue.serve())
     };
     let slot = Arc::new(listing::Slot::default());
-    queue.push(listing::Task { opener: listing::Opener::Root, paths: vec![root], levels: 0, slot: Arc::clone(&slot) });
+    let folders = vec![listing::RunFolder::Path(root)];
+    queue.push(listing::Task { opener: listing::Opener::Root, folders, levels: 0, slot: Arc::clone(&slot) });
     let (done, waited) = std::sync::mpsc::channel();
     let waiter = std::thread::spawn(move || {
         let taken = std::panic::catch_unwind(|| slot.take(&mut listing::Waits::new(false)).len());

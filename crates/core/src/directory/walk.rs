@@ -24,8 +24,8 @@ use super::FolderObserver;
 use super::files::{self, FileKey, Hashes};
 use super::guarded::{self};
 use super::listing::{
-    Buffers, Diagnostic, Digests, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD, Slot,
-    Task, Visit, Waits, identity, kept_beneath, prepare, prepare_child, relist,
+    Buffers, Diagnostic, Digests, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD,
+    RunFolder, Slot, Task, Visit, Waits, identity, kept_beneath, prepare, prepare_child, relist,
 };
 use super::path::{AbsoluteRoot, join};
 use crate::discover::ContentVersion;
@@ -165,8 +165,10 @@ pub(crate) fn scan(
             if walk.remaining == 0 {
                 break;
             }
-            let folder = walk.queue(Opener::Root, vec![root.as_bytes().to_vec()], max_depth);
-            let prepared = walk.wait(&folder).pop().expect("a root is prepared");
+            let folder = walk.queue(Opener::Root, vec![RunFolder::Path(root.as_bytes().to_vec())], max_depth);
+            let Some(RunFolder::Prepared(prepared)) = walk.wait(&folder).pop() else {
+                unreachable!("a root is prepared")
+            };
             walk.directory(prepared, 0, index);
         }
         // A walk that went through every folder took every descriptor kept ahead of it.
@@ -330,10 +332,10 @@ impl<'q> Walk<'q> {
     }
 
     /// Queues folders for a worker to prepare.
-    fn queue(&self, opener: Opener, paths: Vec<Vec<u8>>, levels: usize) -> Arc<Slot> {
+    fn queue(&self, opener: Opener, folders: Vec<RunFolder>, levels: usize) -> Arc<Slot> {
         let slot = Arc::new(Slot::default());
         if let Supply::Disk(queue) = &self.supply {
-            queue.push(Task { opener, paths, levels, slot: Arc::clone(&slot) });
+            queue.push(Task { opener, folders, levels, slot: Arc::clone(&slot) });
         }
         slot
     }
@@ -343,7 +345,7 @@ impl<'q> Walk<'q> {
     /// in queue order, they would wait behind the runs queued ahead of them (a skill's
     /// subfolders, queued as the walk enters it, behind its siblings'), the helpers would empty
     /// the queue meanwhile, and then sleep until the walk came out of the skill to queue more.
-    fn wait(&mut self, slot: &Slot) -> Vec<Prepared> {
+    fn wait(&mut self, slot: &Slot) -> Vec<RunFolder> {
         if let Supply::Disk(queue) = self.supply
             && let Some(task) = queue.take_for(slot)
         {
@@ -496,16 +498,15 @@ struct Ahead<'f> {
     subfolders: Vec<Entry>,
     /// Levels the walk may enter beneath the subfolders (see [`Task::levels`]).
     levels: usize,
-    /// Runs queued, in order, with how many subfolders each was given.
-    runs: VecDeque<(Arc<Slot>, usize)>,
+    /// Runs queued, in order.
+    runs: VecDeque<Arc<Slot>>,
     /// Subfolders queued so far.
     queued: usize,
     /// Subfolders handed to the walk so far.
     taken: usize,
-    /// What is left of the run being consumed.
-    current: std::vec::IntoIter<Prepared>,
-    /// The subfolders of that run it left unprepared (it stopped at its descriptor bound).
-    unprepared: usize,
+    /// What is left of the run being consumed; the folders it left unprepared (it stopped at its
+    /// descriptor bound) still as paths.
+    current: std::vec::IntoIter<RunFolder>,
     /// The scan's count of descriptors kept by runs and not yet handed to the walk.
     kept_ahead: &'f AtomicUsize,
 }
@@ -529,7 +530,6 @@ impl<'f> Ahead<'f> {
             queued: 0,
             taken: 0,
             current: Vec::new().into_iter(),
-            unprepared: 0,
             kept_ahead,
         }
     }
@@ -537,32 +537,31 @@ impl<'f> Ahead<'f> {
     /// The next subfolder, prepared; the walk asks for them in order.
     fn next(&mut self, walk: &mut Walk<'_>) -> Prepared {
         loop {
-            if let Some(prepared) = self.current.next() {
-                self.taken += 1;
-                if prepared.fd.is_some() {
-                    // On the walk's path from now on (a run left behind when the walk ends early
-                    // is never handed out, but then the scan is over).
-                    self.kept_ahead.fetch_sub(1, Ordering::Relaxed);
+            match self.current.next() {
+                Some(RunFolder::Prepared(prepared)) => {
+                    self.taken += 1;
+                    if prepared.fd.is_some() {
+                        // On the walk's path from now on (a run left behind when the walk ends
+                        // early is never handed out, but then the scan is over).
+                        self.kept_ahead.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    return prepared;
                 }
-                return prepared;
-            }
-            if self.unprepared > 0 {
-                self.unprepared -= 1;
-                let path = join(self.path, self.folder.name(self.subfolders[self.taken]));
-                self.taken += 1;
-                let prepared =
-                    prepare_child(&Opener::Child(Arc::clone(self.parent)), path, self.levels, &mut walk.buffers);
-                // Those beneath are handed to the walk as it reaches them, and counted till then.
-                self.kept_ahead.fetch_add(kept_beneath(&prepared), Ordering::Relaxed);
-                return prepared;
+                Some(RunFolder::Path(path)) => {
+                    self.taken += 1;
+                    let opener = Opener::Child(Arc::clone(self.parent));
+                    let prepared = prepare_child(&opener, path, self.levels, &mut walk.buffers);
+                    // Those beneath are handed to the walk as it reaches them, and counted till then.
+                    self.kept_ahead.fetch_add(kept_beneath(&prepared), Ordering::Relaxed);
+                    return prepared;
+                }
+                None => {}
             }
             self.queue_runs(walk);
-            let (slot, size) = self.runs.pop_front().expect("the next subfolder is queued");
+            let slot = self.runs.pop_front().expect("the next subfolder is queued");
             // The runs after it are queued before the walk waits, so that it can prepare one.
             self.queue_runs(walk);
-            let run = walk.wait(&slot);
-            self.unprepared = size - run.len();
-            self.current = run.into_iter();
+            self.current = walk.wait(&slot).into_iter();
         }
     }
 
@@ -575,12 +574,12 @@ impl<'f> Ahead<'f> {
         while self.runs.len() < RUNS_AHEAD && self.queued < self.subfolders.len() {
             let left = self.subfolders.len() - self.queued;
             let end = self.queued + RUN.min(left.div_ceil(TAIL_SHARE));
-            let paths = self.subfolders[self.queued..end]
+            let folders = self.subfolders[self.queued..end]
                 .iter()
-                .map(|&entry| join(self.path, self.folder.name(entry)))
+                .map(|&entry| RunFolder::Path(join(self.path, self.folder.name(entry))))
                 .collect();
-            let slot = walk.queue(Opener::Child(Arc::clone(self.parent)), paths, self.levels);
-            self.runs.push_back((slot, end - self.queued));
+            let slot = walk.queue(Opener::Child(Arc::clone(self.parent)), folders, self.levels);
+            self.runs.push_back(slot);
             self.queued = end;
         }
     }
