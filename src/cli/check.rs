@@ -11,7 +11,8 @@ use crate::catalog::{CatalogError, OfflineCatalog};
 use crate::sources::Sources;
 use crate::spec::{self, Finding, Rule, Severity};
 
-/// What `check` prints, borrowing from one scan of the sources.
+/// What `check` prints, borrowing from one scan of the sources. Its serialization is the shape of
+/// `check --json`, which [`Report::write_json`] writes.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
     pub skills: SkillRows<'a>,
@@ -66,6 +67,57 @@ pub struct SkillRow<'a> {
     /// The agentskills.io findings, with `--spec` (absent without it, so `--json` stays as it was).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spec: Option<&'a [Finding]>,
+}
+
+impl SkillRow<'_> {
+    /// The row as its serialization, fields in their order (see [`Report::write_json`]).
+    fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
+        out.write_all(b"{\"name\":")?;
+        json_string(out, self.name)?;
+        out.write_all(b",\"description\":")?;
+        json_string(out, self.description)?;
+        out.write_all(b",\"location\":")?;
+        json_string(out, self.location)?;
+        out.write_all(b",\"source\":")?;
+        json_string(out, self.source)?;
+        if let Some(spec) = self.spec {
+            out.write_all(b",\"spec\":")?;
+            serde_json::to_writer(&mut *out, spec)?;
+        }
+        out.write_all(b"}")
+    }
+}
+
+/// `text` as a JSON string: copied between quotes when nothing in it is escaped, else as
+/// serde_json writes it.
+fn json_string(out: &mut impl Write, text: &str) -> io::Result<()> {
+    if needs_escape(text.as_bytes()) {
+        return Ok(serde_json::to_writer(out, text)?);
+    }
+    out.write_all(b"\"")?;
+    out.write_all(text.as_bytes())?;
+    out.write_all(b"\"")
+}
+
+/// Whether JSON escapes any of `bytes`: a control character (below 0x20), `"` or `\`. Eight bytes
+/// at a time, each tested without a branch.
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // A byte of `word` is zero exactly where the word's byte equals the repeated one; a zero byte
+    // borrows through its high bit when one is taken from it (bytes with their high bit set
+    // already, which never match, are masked out by `!word`).
+    let has = |word: u64, byte: u8| {
+        let matched = word ^ (ONES * u64::from(byte));
+        matched.wrapping_sub(ONES) & !matched & HIGH != 0
+    };
+    let below_space = |word: u64| word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
+    let mut chunks = bytes.chunks_exact(8);
+    let escaped = |word: u64| below_space(word) || has(word, b'"') || has(word, b'\\');
+    if chunks.by_ref().any(|chunk| escaped(u64::from_le_bytes(chunk.try_into().expect("eight bytes")))) {
+        return true;
+    }
+    chunks.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
 #[derive(Debug, Serialize)]
@@ -142,6 +194,27 @@ impl<'a> Report<'a> {
             checked.push(findings);
         }
         self.skills.spec = Some(checked);
+    }
+
+    /// `check --json`: the report's serialization, byte for byte, with each skill's row written
+    /// directly. serde_json escapes a string one byte at a time, which made writing 10,000 rows
+    /// a fifth of what `check` does after its scan (docs/BENCHMARKS.md); a string with nothing to
+    /// escape, as names, descriptions and paths nearly always are, is copied as it is here.
+    pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
+        out.write_all(b"{\"skills\":[")?;
+        for (index, row) in self.skills.iter().enumerate() {
+            if index > 0 {
+                out.write_all(b",")?;
+            }
+            row.write_json(out)?;
+        }
+        out.write_all(b"],\"shadowed\":")?;
+        serde_json::to_writer(&mut *out, &self.shadowed)?;
+        out.write_all(b",\"diagnostics\":")?;
+        serde_json::to_writer(&mut *out, &self.diagnostics)?;
+        out.write_all(b",\"error\":")?;
+        serde_json::to_writer(&mut *out, &self.error)?;
+        out.write_all(b"}")
     }
 
     /// No diagnostic, no source error, and (with `--spec`) no skill breaking a MUST of the
@@ -289,6 +362,74 @@ fn summary(description: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Strings JSON escapes and strings it does not, at every offset of the eight-byte steps.
+    fn hostile_strings() -> Vec<String> {
+        let mut texts = vec![String::new(), "plain".to_owned(), "é ü 中 \u{2028} \u{7f} 😀".to_owned()];
+        for special in ['"', '\\', '\n', '\t', '\u{0}', '\u{1f}', '\u{7f}', 'é', ' '] {
+            for at in 0..18 {
+                let mut text = "x".repeat(17);
+                text.insert(at, special);
+                texts.push(text);
+            }
+        }
+        texts
+    }
+
+    #[test]
+    fn needs_escape_is_what_serde_json_escapes() {
+        for text in hostile_strings() {
+            let escaped = serde_json::to_string(&text).unwrap() != format!("\"{text}\"");
+            assert_eq!(needs_escape(text.as_bytes()), escaped, "{text:?}");
+        }
+        for byte in 0..=0x7f_u8 {
+            let text = format!("abcdefgh{}ij", char::from(byte));
+            let escaped = serde_json::to_string(&text).unwrap() != format!("\"{text}\"");
+            assert_eq!(needs_escape(text.as_bytes()), escaped, "byte {byte:#x}");
+        }
+    }
+
+    #[test]
+    fn a_json_row_is_the_row_s_serialization() {
+        let findings = [Finding::new(Rule::Read, "a \"quoted\" reason\n")];
+        for text in hostile_strings() {
+            for spec in [None, Some(&findings[..])] {
+                let row = SkillRow { name: &text, description: &text, location: &text, source: &text, spec };
+                let mut written = Vec::new();
+                row.write_json(&mut written).unwrap();
+                assert_eq!(String::from_utf8(written).unwrap(), serde_json::to_string(&row).unwrap());
+            }
+        }
+    }
+
+    /// The whole report, from a real scan: skills, a shadowed one and diagnostics; and a failed
+    /// scan's report.
+    #[tokio::test]
+    async fn check_json_is_the_report_s_serialization() {
+        use crate::config::SourceConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let write = |folder: &str, text: &str| {
+            std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+            std::fs::write(dir.path().join(folder).join("SKILL.md"), text).unwrap();
+        };
+        write("a/one", "---\nname: one\ndescription: says \"hi\" and \\ back\n---\n");
+        write("a/two", "---\nname: two\ndescription: plain\n---\n");
+        write("a/bad", "---\nname: bad name\ndescription: d\n---\n");
+        write("b/one", "---\nname: one\ndescription: shadowed\n---\n");
+        write("c/x", "---\nname: twin\ndescription: d\n---\n");
+        write("c/y", "---\nname: twin\ndescription: d\n---\n");
+        let state = tempfile::tempdir().unwrap();
+        let scan = |roots: &[&str]| {
+            let configs: Vec<_> = roots.iter().map(|root| SourceConfig::directory(dir.path().join(root))).collect();
+            OfflineCatalog::scan(Sources::for_command(&configs, state.path(), false).unwrap())
+        };
+        for catalog in [scan(&["a", "b"]).await, scan(&["c"]).await] {
+            let report = Report::new(&catalog);
+            let mut written = Vec::new();
+            report.write_json(&mut written).unwrap();
+            assert_eq!(String::from_utf8(written).unwrap(), serde_json::to_string(&report).unwrap());
+        }
+    }
 
     fn row<'a>(source: &'a str, message: &'a str, roots: &'a [PathBuf]) -> String {
         DiagnosticRow { source, message, roots }.for_table()

@@ -302,9 +302,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if spec {
                 report.check_spec(&catalog).await;
             }
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            // Straight to standard output, not through its line buffer, which would look for the
+            // last newline of every block of the answer (a line of megabytes with `--json`).
+            let stdout = std::fs::File::from(std::os::fd::AsFd::as_fd(&std::io::stdout()).try_clone_to_owned()?);
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout);
             if json {
-                serde_json::to_writer(&mut out, &report)?;
+                report.write_json(&mut out)?;
                 writeln!(out)?;
             } else {
                 report.write_table(&mut out)?;
