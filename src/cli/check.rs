@@ -197,9 +197,9 @@ impl<'a> Report<'a> {
     }
 
     /// `check --json`: the report's serialization, byte for byte, with each skill's row written
-    /// directly. serde_json escapes a string one byte at a time, which made writing 10,000 rows
-    /// a fifth of what `check` does after its scan (docs/BENCHMARKS.md); a string with nothing to
-    /// escape, as names, descriptions and paths nearly always are, is copied as it is here.
+    /// directly. serde_json escapes a string one byte at a time, the largest part of what `check`
+    /// did after its scan (docs/BENCHMARKS.md); a string with nothing to escape, as names,
+    /// descriptions and paths nearly always are, is copied as it is here.
     pub fn write_json(&self, out: &mut impl Write) -> io::Result<()> {
         out.write_all(b"{\"skills\":[")?;
         for (index, row) in self.skills.iter().enumerate() {

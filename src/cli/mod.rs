@@ -201,9 +201,9 @@ fn serve_main(args: ServeArgs) -> ExitCode {
 }
 
 /// A command's scan builds its catalog on the walk's threads, in their own arenas, which glibc
-/// grows a page or two at a time, one `mprotect` call each: about 750 calls in a scan of
-/// 10,000 skills, a twentieth of its time (docs/BENCHMARKS.md). Padded, an arena grows in steps of
-/// 16 MiB, which cost nothing until they are used. A command answers once and exits, so the
+/// grows a page or two at a time, one `mprotect` call each: about 800 calls in a scan of
+/// 10,000 skills (docs/BENCHMARKS.md). Padded, an arena grows in steps of 16 MiB, which cost
+/// nothing until they are used. A command answers once and exits, so the
 /// padding is never kept beyond it. `MALLOC_TOP_PAD_` in the environment still wins.
 fn pad_malloc_heaps() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
