@@ -100,20 +100,11 @@ fn json_string(out: &mut impl Write, text: &str) -> io::Result<()> {
 }
 
 /// Whether JSON escapes any of `bytes`: a control character (below 0x20), `"` or `\`. Eight bytes
-/// at a time, each tested without a branch.
+/// at a time (`pystr::any_byte_below`, `pystr::any_byte_is`).
 fn needs_escape(bytes: &[u8]) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    // A byte of `word` is zero exactly where the word's byte equals the repeated one; a zero byte
-    // borrows through its high bit when one is taken from it (bytes with their high bit set
-    // already, which never match, are masked out by `!word`).
-    let has = |word: u64, byte: u8| {
-        let matched = word ^ (ONES * u64::from(byte));
-        matched.wrapping_sub(ONES) & !matched & HIGH != 0
-    };
-    let below_space = |word: u64| word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
+    use skillcat_core::pystr::{any_byte_below, any_byte_is};
     let mut chunks = bytes.chunks_exact(8);
-    let escaped = |word: u64| below_space(word) || has(word, b'"') || has(word, b'\\');
+    let escaped = |word: u64| any_byte_below(word, 0x20) || any_byte_is(word, b'"') || any_byte_is(word, b'\\');
     if chunks.by_ref().any(|chunk| escaped(u64::from_le_bytes(chunk.try_into().expect("eight bytes")))) {
         return true;
     }

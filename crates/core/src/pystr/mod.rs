@@ -112,11 +112,25 @@ impl<'a> Iterator for Lines<'a> {
 
 /// Whether any of the eight bytes of `word` is below 0x20 or above 0x7F.
 fn may_start_break(word: u64) -> bool {
-    const SPACES: u64 = u64::from_ne_bytes([0x20; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    // A byte below 0x20 borrows through its high bit when 0x20 is taken from it; one that had
-    // its high bit set already is caught by `word` itself. A borrow can only start at such a byte.
-    (word.wrapping_sub(SPACES) & !word | word) & HIGH != 0
+    any_byte_below(word, 0x20) || word & HIGH_BITS != 0
+}
+
+const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+const HIGH_BITS: u64 = u64::from_ne_bytes([0x80; 8]);
+
+/// Whether any of the eight bytes of `word` is below `bound` (at most 0x80), tested without a
+/// branch per byte: a byte below `bound` borrows through its high bit when `bound` is taken from
+/// it; bytes whose high bit was set already are masked out by `!word`. A borrow can only start at
+/// a byte below `bound`, so the answer is exact.
+pub fn any_byte_below(word: u64, bound: u8) -> bool {
+    debug_assert!(bound <= 0x80);
+    word.wrapping_sub(ONES * u64::from(bound)) & !word & HIGH_BITS != 0
+}
+
+/// Whether any of the eight bytes of `word` is `byte`: the bytes equal to it are those that
+/// become zero when it is taken away, and [`any_byte_below`] 1 finds a zero byte.
+pub fn any_byte_is(word: u64, byte: u8) -> bool {
+    any_byte_below(word ^ (ONES * u64::from(byte)), 1)
 }
 
 /// `bytes` as text, each invalid sequence replaced as `String::from_utf8_lossy` replaces it;
@@ -396,6 +410,29 @@ mod tests {
         }
         for byte in 0x80..=0xff_u8 {
             assert!(!is_ascii_space(byte), "{byte:#x}");
+        }
+    }
+
+    /// The word tests against a byte-by-byte loop, for every byte at every position of words
+    /// whose other bytes are the edges of the ranges tested.
+    #[test]
+    fn word_tests_match_byte_tests() {
+        for fill in [0x00_u8, 0x1f, 0x20, 0x21, 0x5c, 0x7f, 0x80, 0xff] {
+            for byte in 0..=0xff_u8 {
+                for at in 0..8 {
+                    let mut bytes = [fill; 8];
+                    bytes[at] = byte;
+                    let word = u64::from_le_bytes(bytes);
+                    for bound in [1, 0x20, 0x80] {
+                        assert_eq!(any_byte_below(word, bound), bytes.iter().any(|&b| b < bound), "{bytes:?} {bound}");
+                    }
+                    for wanted in [0x00, b'"', b'\\', 0xff] {
+                        assert_eq!(any_byte_is(word, wanted), bytes.contains(&wanted), "{bytes:?} {wanted}");
+                    }
+                    let breaks = bytes.iter().any(|&b| !(0x20..=0x7f).contains(&b));
+                    assert_eq!(may_start_break(word), breaks, "{bytes:?}");
+                }
+            }
         }
     }
 
