@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use skillcat_core::{
-    CompositeDiscovery, ContentVersion, Digest, FileListing, Skill, SkillFile, SkillFilePath, SkillName, SourcedSkill,
-    render_skill_manifest,
+    CompositeDiscovery, ContentVersion, Digest, FileListing, SharedText, Skill, SkillFile, SkillFilePath, SkillName,
+    SourcedSkill, render_skill_manifest,
 };
 
 use super::CatalogError;
@@ -36,12 +36,10 @@ fn skill_etag(source: &str, skill: &Skill, version: Option<ContentVersion>, file
 pub struct SkillEntry {
     #[schema(value_type = String, pattern = "^[A-Za-z0-9_-]{1,64}$")]
     pub name: SkillName,
-    #[serde(serialize_with = "shared_text")]
     #[schema(value_type = String)]
-    pub description: Arc<str>,
-    #[serde(serialize_with = "shared_text")]
+    pub description: SharedText,
     #[schema(value_type = String)]
-    pub location: Arc<str>,
+    pub location: SharedText,
     /// The label of the source that owns the skill.
     #[serde(serialize_with = "shared_text")]
     #[schema(value_type = String)]
@@ -328,8 +326,8 @@ impl CatalogSkill {
         let etag = skill_etag(label, skill, *version, sourced.files.as_deref());
         let entry = Arc::new(SkillEntry {
             name: skill.name().clone(),
-            description: Arc::clone(skill.shared_description()),
-            location: Arc::clone(skill.shared_location()),
+            description: skill.shared_description(),
+            location: skill.shared_location(),
             source: Arc::clone(label),
             etag,
             version: sourced.files.as_deref().and_then(FileListing::version),

@@ -51,8 +51,8 @@ pub use manifest::{MAX_SKILL_MANIFEST_TOKENS, render_skill_manifest};
 pub use metadata::{FALLBACK_DESCRIPTION, MetadataError, MetadataErrorKind, parse_skill_metadata};
 pub use references::explicit_skill_names;
 pub use skill::{
-    InvalidSkill, InvalidSpecName, MAX_DESCRIPTION_CHARS, MAX_LOCATION_CHARS, MAX_SPEC_NAME_CHARS, NameProblem, Skill,
-    SkillName, SpecName,
+    InvalidSkill, InvalidSpecName, MAX_DESCRIPTION_CHARS, MAX_LOCATION_CHARS, MAX_SPEC_NAME_CHARS, NameProblem,
+    SharedText, Skill, SkillName, SpecName,
 };
 pub use tree::{
     ListedTree, TreeEntry, TreeEntryKind, TreeError, TreeRoot, TreeSkill, TreeStore, TreeWalk, WalkMemo, list_tree,
