@@ -27,9 +27,9 @@ use crate::skill::{InvalidSkill, MAX_LOCATION_CHARS, Skill};
 /// calls, where one folder (a few calls) does not.
 pub(super) const RUN: usize = 8;
 
-// A run travels in one vector. Kept under 1,024 bytes, it is a small request to glibc's
-// allocator, which, unlike a larger one, does not first merge every freed small block of the
-// thread's heap (the walk frees the folders of every run it consumes).
+// A run travels in one vector, the folders it prepares in it. Kept under 1,024 bytes, it is a
+// small request to glibc's allocator, which, unlike a larger one, does not first merge every
+// freed small block of the thread's heap (the walk frees the folders of every run it consumes).
 const _: () = assert!(RUN * std::mem::size_of::<RunFolder>() < 1024);
 /// Runs queued ahead of the one the walk waits for, per folder being walked. Deep enough that a
 /// helper finds work whenever it finishes a run: with a window of one run per thread, the walk
@@ -152,7 +152,7 @@ impl Digests {
         let lister = self.files.as_mut()?;
         lister.seed = seed;
         // The folder's own entries are the walk's listing of it, complete (or no skill is read).
-        let entries = folder.entries.iter().map(|entry| (folder.name(*entry), entry.file_type));
+        let entries = folder.entries().map(|entry| (folder.name(entry), entry.file_type));
         lister.list_from(fd, entries).ok().map(|listed| listed.listing)
     }
 
@@ -171,7 +171,7 @@ impl Digests {
 }
 
 /// For `getdents64`, and for a listing's names and entries as they are read: a folder then takes
-/// them in one allocation each, at their final size.
+/// them, sorted, in one allocation at its final size.
 #[derive(Default)]
 pub(super) struct ListingBuffers {
     read: Vec<u8>,
@@ -197,7 +197,7 @@ impl Default for Buffers {
     }
 }
 
-/// A listed entry; its name is `names[start..start + len]` of its listing.
+/// A listed entry; its name is `listing[start..start + len]` of its folder.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Entry {
     pub(super) start: u32,
@@ -208,27 +208,96 @@ pub(super) struct Entry {
     pub(super) file_type: FileType,
 }
 
-// The type sits in what was the entry's padding: a folder's entries, kept for every folder of a
-// tree between scans, cost no more for it.
-const _: () = assert!(std::mem::size_of::<Entry>() == 12);
+/// Bytes before each name in a folder's listing: the entry's kind and type, and the name's length.
+const ENTRY_HEADER: usize = 3;
+
+impl Entry {
+    /// The entry's kind and type in one byte: the type's bits of a mode (`S_IFMT`, four bits,
+    /// shifted down) under the kind.
+    fn tag(&self) -> u8 {
+        let kind = match self.kind {
+            Kind::Other => 0,
+            Kind::Directory => 1,
+            Kind::SkillFile => 2,
+        };
+        (kind << 4) | (self.file_type.as_raw_mode() >> 12) as u8
+    }
+
+    fn untag(tag: u8) -> (Kind, FileType) {
+        let kind = match tag >> 4 {
+            1 => Kind::Directory,
+            2 => Kind::SkillFile,
+            _ => Kind::Other,
+        };
+        (kind, FileType::from_raw_mode(rustix::fs::RawMode::from(tag & 0xf) << 12))
+    }
+}
+
+/// A folder's entries, in order, read from its listing.
+#[derive(Clone)]
+pub(super) struct Entries<'f> {
+    listing: &'f [u8],
+    at: usize,
+}
+
+impl Iterator for Entries<'_> {
+    type Item = Entry;
+
+    fn next(&mut self) -> Option<Entry> {
+        let header = self.listing.get(self.at..self.at + ENTRY_HEADER)?;
+        let (kind, file_type) = Entry::untag(header[0]);
+        let len = u16::from_le_bytes([header[1], header[2]]);
+        let start = self.at + ENTRY_HEADER;
+        self.at = start + usize::from(len);
+        Some(Entry { start: start as u32, len: u32::from(len), kind, file_type })
+    }
+}
 
 /// A folder opened and listed, with its `SKILL.md` already read: by a worker for a full walk, or
-/// from the picture.
+/// from the picture. A run's folders travel in one vector, which stays in the allocator's small
+/// sizes (see [`RUN`]), so what a folder holds is kept small: behind pointers where it is rare.
 pub(super) struct Prepared {
-    pub(super) path: Vec<u8>,
-    pub(super) visit: Arc<Visit>,
+    pub(super) path: Box<[u8]>,
+    pub(super) visit: Held,
     /// The folder's descriptor, when it was opened for this walk and the walk may open folders
     /// beneath it (never for one from the picture).
     pub(super) fd: Option<Arc<OwnedFd>>,
     /// The files of the folder's skill, when the walk lists them (see [`Digests`]); shared as
-    /// the walk's outcome holds them. Behind a pointer, so that a prepared folder is small: a
-    /// run's vector of them stays in the allocator's small sizes.
+    /// the walk's outcome holds them.
     pub(super) files: Option<Arc<FileListing>>,
     /// Its subfolders, one for each folder it lists, in order, when the task that prepared it
     /// prepared them too, through its descriptor before closing it (a folder with few of them,
     /// see [`NESTED`]). The walk would otherwise keep the folder open, queue them as a run of
     /// their own when it enters the folder, and wait for that run.
-    pub(super) subfolders: Option<Vec<Prepared>>,
+    pub(super) subfolders: Option<Box<[Prepared]>>,
+}
+
+/// A prepared folder's listing: its own, as a walk's thread listed it (moved with the folder,
+/// never allocated apart from it), or shared with the picture it was taken from or put in.
+pub(super) enum Held {
+    Own(Visit),
+    Shared(Arc<Visit>),
+}
+
+impl std::ops::Deref for Held {
+    type Target = Visit;
+
+    fn deref(&self) -> &Visit {
+        match self {
+            Held::Own(visit) => visit,
+            Held::Shared(visit) => visit,
+        }
+    }
+}
+
+impl Held {
+    /// The listing, to be shared.
+    pub(super) fn share(self) -> Arc<Visit> {
+        match self {
+            Held::Own(visit) => Arc::new(visit),
+            Held::Shared(visit) => visit,
+        }
+    }
 }
 
 /// Whether the walk goes into a folder's subfolders if it counts the folder: it was listed
@@ -245,12 +314,14 @@ fn has_subfolders(visit: &Visit) -> bool {
 ///
 /// A picture keeps one per folder of the tree between scans, so what is rare (an entry that could
 /// not be examined, a listing that failed, a `SKILL.md` that is no skill) is boxed: a folder
-/// listed cleanly holds its names, its entries and its skill.
+/// listed cleanly holds its listing and its skill.
 pub(crate) struct Folder {
-    /// Every entry's name, back to back.
-    pub(super) names: Box<[u8]>,
-    /// Entries in code-point order of names.
-    pub(super) entries: Box<[Entry]>,
+    /// Its entries in code-point order of names, back to back, in one allocation: each as its
+    /// kind and type ([`Entry::tag`]), its name's length (two bytes, little-endian: a listed
+    /// name is shorter than `getdents64`'s 16-bit record length) and its name.
+    pub(super) listing: Box<[u8]>,
+    /// How many entries it lists.
+    pub(super) len: u32,
     /// What went wrong while listing it, if anything did.
     pub(super) trouble: Option<Box<Trouble>>,
     pub(super) skill: Option<Result<(Skill, ContentVersion), Box<Diagnostic>>>,
@@ -267,13 +338,23 @@ pub(crate) struct Trouble {
 }
 
 impl Folder {
+    /// Its entries, in code-point order of names.
+    pub(super) fn entries(&self) -> Entries<'_> {
+        Entries { listing: &self.listing, at: 0 }
+    }
+
+    /// How many entries it lists.
+    pub(super) fn len(&self) -> usize {
+        self.len as usize
+    }
+
     /// The entries that are folders, in order.
     pub(super) fn subfolders(&self) -> impl Iterator<Item = Entry> + Clone + '_ {
-        self.entries.iter().copied().filter(|entry| entry.kind == Kind::Directory)
+        self.entries().filter(|entry| entry.kind == Kind::Directory)
     }
 
     pub(super) fn name(&self, entry: Entry) -> &[u8] {
-        &self.names[entry.start as usize..(entry.start + entry.len) as usize]
+        &self.listing[entry.start as usize..(entry.start + entry.len) as usize]
     }
 
     /// Entries whose type could not be looked up (see [`Trouble::unexamined`]).
@@ -289,7 +370,7 @@ impl Folder {
     /// Reads and parses its `SKILL.md` if it lists one and was listed completely; gives the
     /// skill's files if it is one and the walk lists them.
     fn read_skill(&mut self, fd: BorrowedFd<'_>, path: &[u8], buffers: &mut Buffers) -> Option<FileListing> {
-        if self.error().is_some() || !self.entries.iter().any(|entry| entry.kind == Kind::SkillFile) {
+        if self.error().is_some() || !self.entries().any(|entry| entry.kind == Kind::SkillFile) {
             return None;
         }
         join_into(&mut buffers.location, path, SKILL_FILE.as_bytes());
@@ -624,17 +705,19 @@ fn prepare_run(
 /// its descriptor, for the walk to queue them.
 pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, levels: usize, buffers: &mut Buffers) -> Prepared {
     let mut prepared = prepare_one(opener.parent(), path, levels, buffers);
-    let visit = Arc::clone(&prepared.visit);
-    let (Some(fd), Ok(folder)) = (&prepared.fd, &*visit) else { return prepared };
-    if folder.subfolders().count() > NESTED {
+    let (Some(fd), Ok(folder)) = (&prepared.fd, &*prepared.visit) else { return prepared };
+    let count = folder.subfolders().count();
+    if count > NESTED {
         return prepared;
     }
-    let fd = Arc::clone(fd);
+    let mut nested = Vec::with_capacity(count);
+    nested.extend(
+        (folder.subfolders())
+            .map(|entry| prepare_one(Some(fd.as_fd()), join(&prepared.path, folder.name(entry)), levels - 1, buffers)),
+    );
+    // Closed once they are listed.
     prepared.fd = None;
-    let nested = (folder.subfolders())
-        .map(|entry| prepare_one(Some(fd.as_fd()), join(&prepared.path, folder.name(entry)), levels - 1, buffers))
-        .collect();
-    prepared.subfolders = Some(nested);
+    prepared.subfolders = Some(nested.into_boxed_slice());
     prepared
 }
 
@@ -644,18 +727,31 @@ pub(super) fn prepare_child(opener: &Opener, path: Vec<u8>, levels: usize, buffe
 fn prepare_one(parent: Option<BorrowedFd<'_>>, path: Vec<u8>, levels: usize, buffers: &mut Buffers) -> Prepared {
     let (visit, fd, files) = open_and_list(parent, &path, buffers);
     let fd = fd.filter(|_| levels > 0 && has_subfolders(&visit));
-    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files: files.map(Arc::new), subfolders: None }
+    Prepared::new(path, visit, fd, files)
 }
 
 /// Descriptors the subfolders prepared with `prepared` keep (see [`Prepared::subfolders`]).
 pub(super) fn kept_beneath(prepared: &Prepared) -> usize {
-    prepared.subfolders.iter().flatten().filter(|subfolder| subfolder.fd.is_some()).count()
+    prepared.subfolders.as_deref().unwrap_or_default().iter().filter(|subfolder| subfolder.fd.is_some()).count()
 }
 
 /// Opens, lists and sorts a folder, and reads its `SKILL.md` if it has one.
 pub(super) fn prepare(opener: &Opener, path: Vec<u8>, buffers: &mut Buffers) -> Prepared {
     let (visit, fd, files) = open_and_list(opener.parent(), &path, buffers);
-    Prepared { path, visit: Arc::new(visit), fd: fd.map(Arc::new), files: files.map(Arc::new), subfolders: None }
+    Prepared::new(path, visit, fd, files)
+}
+
+impl Prepared {
+    pub(super) fn new(path: Vec<u8>, visit: Visit, fd: Option<OwnedFd>, files: Option<FileListing>) -> Self {
+        let path = path.into_boxed_slice();
+        Prepared { path, visit: Held::Own(visit), fd: fd.map(Arc::new), files: files.map(Arc::new), subfolders: None }
+    }
+
+    /// A folder as `picture` holds it.
+    pub(super) fn pictured(path: Vec<u8>, visit: &Arc<Visit>) -> Self {
+        let (path, visit) = (path.into_boxed_slice(), Held::Shared(Arc::clone(visit)));
+        Prepared { path, visit, fd: None, files: None, subfolders: None }
+    }
 }
 
 /// [`prepare`]'s work: the folder as listed, its descriptor if it could be opened, and its
@@ -681,9 +777,6 @@ fn open_and_list(
         let mut subfolders = folder.subfolders().map(|entry| folder.name(entry));
         observer.listed(token, path, &mut subfolders);
     }
-    let names = &folder.names;
-    let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
-    folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
     let files = folder.read_skill(fd.as_fd(), path, buffers);
     (Ok(folder), Some(fd), files)
 }
@@ -729,7 +822,17 @@ pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut ListingBuffers) -> (F
         entries.push(Entry { start, len: name.len() as u32, kind, file_type });
     }
     let trouble = (!unexamined.is_empty() || error.is_some()).then(|| Box::new(Trouble { unexamined, error }));
-    let folder = Folder { names: Box::from(&names[..]), entries: Box::from(&entries[..]), trouble, skill: None };
+    let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
+    entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
+    let mut listing = Vec::with_capacity(names.len() + ENTRY_HEADER * entries.len());
+    for entry in entries.iter() {
+        // Shorter than a 16-bit record length: the length fits.
+        listing.push(entry.tag());
+        listing.extend_from_slice(&(entry.len as u16).to_le_bytes());
+        listing.extend_from_slice(name(entry));
+    }
+    let len = u32::try_from(entries.len()).unwrap_or(u32::MAX);
+    let folder = Folder { listing: listing.into_boxed_slice(), len, trouble, skill: None };
     (folder, fd)
 }
 
@@ -799,16 +902,13 @@ pub(super) fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder
             Ok(again) => list(again, path, &mut buffers.listing),
             Err(errno) => {
                 return Folder {
-                    names: Box::default(),
-                    entries: Box::default(),
+                    listing: Box::default(),
+                    len: 0,
                     trouble: Some(Box::new(Trouble { error: Some(OsFailure::new(errno, path)), ..Trouble::default() })),
                     skill: None,
                 };
             }
         };
-    let names = &folder.names;
-    let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
-    folder.entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
     folder.read_skill(fd.as_fd(), path, buffers);
     folder
 }

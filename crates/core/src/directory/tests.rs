@@ -479,3 +479,47 @@ fn a_thread_watches_for_work_only_on_more_than_one_core_and_while_its_waits_are_
     waits.watch(ready);
     assert!(asked.get() > 0, "after a short wait the next one is watched again");
 }
+
+#[test]
+fn a_folder_s_listing_gives_back_every_entry_sorted_with_its_kind_and_type() {
+    use super::listing::{Buffers, Kind, relist};
+    use rustix::fs::FileType;
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // Names of every length a name can have, code points above the ASCII ones, every kind.
+    let long = "n".repeat(255);
+    for name in ["b", "SKILL.md", "é", long.as_str(), "\u{10000}", "\u{ffff}"] {
+        std::fs::write(root.join(name), "x").unwrap();
+    }
+    std::fs::create_dir(root.join("folder")).unwrap();
+    std::fs::create_dir(root.join("SKILL.md.d")).unwrap();
+    std::os::unix::fs::symlink("b", root.join("link")).unwrap();
+    rustix::fs::mknodat(rustix::fs::CWD, root.join("fifo"), FileType::Fifo, rustix::fs::Mode::RUSR, 0).unwrap();
+    let fd =
+        rustix::fs::open(root, rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY, rustix::fs::Mode::empty())
+            .unwrap();
+    let folder = relist(&fd, root.as_os_str().as_bytes(), &mut Buffers::default());
+    let listed: Vec<(Vec<u8>, Kind, FileType)> =
+        folder.entries().map(|entry| (folder.name(entry).to_vec(), entry.kind, entry.file_type)).collect();
+    let mut expected = vec![
+        ("b", Kind::Other, FileType::RegularFile),
+        ("SKILL.md", Kind::SkillFile, FileType::RegularFile),
+        ("é", Kind::Other, FileType::RegularFile),
+        (long.as_str(), Kind::Other, FileType::RegularFile),
+        ("\u{10000}", Kind::Other, FileType::RegularFile),
+        ("\u{ffff}", Kind::Other, FileType::RegularFile),
+        ("folder", Kind::Directory, FileType::Directory),
+        ("SKILL.md.d", Kind::Directory, FileType::Directory),
+        ("link", Kind::Other, FileType::Symlink),
+        ("fifo", Kind::Other, FileType::Fifo),
+    ];
+    // Code-point order, as Python sorts: U+FFFF before U+10000, unlike UTF-16.
+    expected.sort_by(|a, b| a.0.cmp(b.0));
+    let expected: Vec<(Vec<u8>, Kind, FileType)> =
+        expected.into_iter().map(|(name, kind, file_type)| (name.as_bytes().to_vec(), kind, file_type)).collect();
+    assert_eq!(listed, expected);
+    assert_eq!(folder.len(), expected.len());
+    let subfolders: Vec<&[u8]> = folder.subfolders().map(|entry| folder.name(entry)).collect();
+    assert_eq!(subfolders, [b"SKILL.md.d".as_slice(), b"folder"]);
+}

@@ -24,7 +24,7 @@ use super::FolderObserver;
 use super::files::{self, FileKey, Hashes};
 use super::guarded::{self};
 use super::listing::{
-    Buffers, Diagnostic, Digests, Entry, Folder, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD,
+    Buffers, Diagnostic, Digests, Entry, Folder, Held, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD,
     RunFolder, Slot, Task, Visit, Waits, identity, kept_beneath, prepare, prepare_child, relist,
 };
 use super::path::{AbsoluteRoot, join};
@@ -213,13 +213,13 @@ pub(crate) fn scan_from(
         }
         let path = root.as_bytes().to_vec();
         let prepared = match walk.picture.folders.get(&path) {
-            Some(visit) => Prepared { path, visit: Arc::clone(visit), fd: None, files: None, subfolders: None },
+            Some(visit) => Prepared::pictured(path, visit),
             None => {
                 let root = walk.root_fd(index);
                 match root {
                     Some(fd) => {
-                        let visit = Arc::new(Ok(relist(&fd, &path, &mut walk.buffers)));
-                        Prepared { visit, path, fd: Some(fd), files: None, subfolders: None }
+                        let visit = Held::Own(Ok(relist(&fd, &path, &mut walk.buffers)));
+                        Prepared { visit, path: path.into_boxed_slice(), fd: Some(fd), files: None, subfolders: None }
                     }
                     None => prepare(&Opener::Root, path, &mut walk.buffers),
                 }
@@ -367,7 +367,7 @@ impl<'q> Walk<'q> {
     /// picture or else from disk.
     fn fetch(&mut self, parent: Option<&Arc<OwnedFd>>, path: Vec<u8>, root: usize) -> Option<Prepared> {
         if let Some(visit) = self.picture.folders.get(&path) {
-            return Some(Prepared { path, visit: Arc::clone(visit), fd: None, files: None, subfolders: None });
+            return Some(Prepared::pictured(path, visit));
         }
         let parent = match parent {
             Some(parent) => Arc::clone(parent),
@@ -388,14 +388,18 @@ impl<'q> Walk<'q> {
     fn directory(&mut self, prepared: Prepared, depth: usize, root: usize) {
         let Prepared { path, visit, fd, mut files, subfolders } = prepared;
         if let Some(visited) = &mut self.visited
-            && !visited.insert(path.clone())
+            && !visited.insert(path.to_vec())
         {
-            self.forgo(subfolders.iter().flatten());
+            self.forgo(subfolders.as_deref().unwrap_or_default());
             return;
         }
-        if self.keep_picture && (fd.is_some() || matches!(self.supply, Supply::Disk(_)) || visit.is_err()) {
-            self.picture.folders.insert(path.clone(), Arc::clone(&visit));
-        }
+        let visit = if self.keep_picture && (fd.is_some() || matches!(self.supply, Supply::Disk(_)) || visit.is_err()) {
+            let shared = visit.share();
+            self.picture.folders.insert(path.to_vec(), Arc::clone(&shared));
+            Held::Shared(shared)
+        } else {
+            visit
+        };
         let folder = match &*visit {
             Ok(folder) => folder,
             Err(failure) => return self.diagnose(Diagnostic::os(&path, failure)),
@@ -413,11 +417,11 @@ impl<'q> Walk<'q> {
         let from_disk = queue.is_some();
         // A folder from disk whose subfolders the walk may enter came with them prepared, or else
         // keeps its descriptor.
-        let mut nested = subfolders.map(Vec::into_iter);
+        let mut nested = subfolders.map(|subfolders| subfolders.into_vec().into_iter());
         let mut ahead = (fd.as_ref().zip(queue)).filter(|_| depth < self.max_depth).map(|(parent, queue)| {
             Ahead::new(parent, &path, folder, self.max_depth.saturating_sub(depth + 1), &queue.kept)
         });
-        for &entry in &folder.entries {
+        for entry in folder.entries() {
             match entry.kind {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
                     let prepared = if let Some(nested) = &mut nested {
@@ -476,7 +480,7 @@ impl<'q> Walk<'q> {
             }
             self.diagnose(Diagnostic::os(&join(path, name), failure));
         }
-        if folder.entries.len() > self.remaining {
+        if folder.len() > self.remaining {
             self.diagnose(Diagnostic::new(path, ENTRY_LIMIT));
             self.remaining = 0;
             return false;
@@ -485,7 +489,7 @@ impl<'q> Walk<'q> {
             self.diagnose(Diagnostic::os(path, failure));
             return false;
         }
-        self.remaining -= folder.entries.len();
+        self.remaining -= folder.len();
         true
     }
 }
