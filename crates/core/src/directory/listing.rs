@@ -270,6 +270,16 @@ pub(super) struct Prepared {
     /// see [`NESTED`]). The walk would otherwise keep the folder open, queue them as a run of
     /// their own when it enters the folder, and wait for that run.
     pub(super) subfolders: Option<Box<[Prepared]>>,
+    /// Runs of its subfolders queued before the walk entered it, while it walked the sibling
+    /// before it (see `walk::Ahead`).
+    pub(super) queued: Option<Box<Queued>>,
+}
+
+/// Runs queued for a folder's subfolders, in order, and how many of them they take.
+#[derive(Default)]
+pub(super) struct Queued {
+    pub(super) runs: VecDeque<Arc<Slot>>,
+    pub(super) queued: usize,
 }
 
 /// A prepared folder's listing: its own, as a walk's thread listed it (moved with the folder,
@@ -744,13 +754,14 @@ pub(super) fn prepare(opener: &Opener, path: Vec<u8>, buffers: &mut Buffers) -> 
 impl Prepared {
     pub(super) fn new(path: Vec<u8>, visit: Visit, fd: Option<OwnedFd>, files: Option<FileListing>) -> Self {
         let path = path.into_boxed_slice();
-        Prepared { path, visit: Held::Own(visit), fd: fd.map(Arc::new), files: files.map(Arc::new), subfolders: None }
+        let (fd, files) = (fd.map(Arc::new), files.map(Arc::new));
+        Prepared { path, visit: Held::Own(visit), fd, files, subfolders: None, queued: None }
     }
 
     /// A folder as `picture` holds it.
     pub(super) fn pictured(path: Vec<u8>, visit: &Arc<Visit>) -> Self {
         let (path, visit) = (path.into_boxed_slice(), Held::Shared(Arc::clone(visit)));
-        Prepared { path, visit, fd: None, files: None, subfolders: None }
+        Prepared { path, visit, fd: None, files: None, subfolders: None, queued: None }
     }
 }
 

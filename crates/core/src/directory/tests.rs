@@ -304,7 +304,10 @@ fn subfolders_prepared_with_their_folder_walk_as_folders_opened_one_at_a_time() 
         let description = if name.len().is_multiple_of(5) { "" } else { "description: A skill.\n" };
         std::fs::write(folder.join("SKILL.md"), format!("---\nname: {name}\n{description}---\n")).unwrap();
     };
-    for team in 0..3 {
+    // Teams enough that runs of the root take several (the walk queues runs of the next team's
+    // skills while it walks one), as skills with more subfolders than a run prepares with them do.
+    const TEAMS: usize = 9;
+    for team in 0..TEAMS {
         for skill in 0..12 {
             let at = format!("t{team}/s{skill:02}");
             write(&at, &format!("s{team}-{skill}"));
@@ -339,7 +342,7 @@ fn subfolders_prepared_with_their_folder_walk_as_folders_opened_one_at_a_time() 
     // skill, prepared with its subfolders, again.
     for roots in [vec![root_of("")], vec![root_of("t0/s03"), root_of("")]] {
         for max_depth in 0..=6 {
-            for max_entries in [7, 40, 95, 160, 10_000] {
+            for max_entries in [7, 40, 95, 160, 290, 555, 10_000] {
                 let full = summary(walk::scan(&roots, max_entries, max_depth, false, None, None, None));
                 // The same walk from a picture that holds none of the tree (but knows every root,
                 // opened by a walk with no entry bound): every folder is opened beneath its root
@@ -362,7 +365,7 @@ fn subfolders_prepared_with_their_folder_walk_as_folders_opened_one_at_a_time() 
             }
         }
     }
-    assert_eq!(walked, 3 * 12 + 3 * 3 * (1 + (listing::NESTED + 1) + 9), "the deepest walk finds every skill");
+    assert_eq!(walked, TEAMS * 12 + TEAMS * 3 * (1 + (listing::NESTED + 1) + 9), "the deepest walk finds every skill");
 }
 
 /// A helper out of work watches the queue for a while, then sleeps; a run pushed while it

@@ -24,8 +24,8 @@ use super::FolderObserver;
 use super::files::{self, FileKey, Hashes};
 use super::guarded::{self};
 use super::listing::{
-    Buffers, Diagnostic, Digests, Entry, Folder, Held, Kind, MAX_THREADS, Opener, Prepared, Queue, RUN, RUNS_AHEAD,
-    RunFolder, Slot, Task, Visit, Waits, identity, kept_beneath, prepare, prepare_child, relist,
+    Buffers, Diagnostic, Digests, Entry, Folder, Held, Kind, MAX_THREADS, Opener, Prepared, Queue, Queued, RUN,
+    RUNS_AHEAD, RunFolder, Slot, Task, Visit, Waits, identity, kept_beneath, prepare, prepare_child, relist,
 };
 use super::path::{AbsoluteRoot, join};
 use crate::discover::ContentVersion;
@@ -169,7 +169,7 @@ pub(crate) fn scan(
             let Some(RunFolder::Prepared(prepared)) = walk.wait(&folder).pop() else {
                 unreachable!("a root is prepared")
             };
-            walk.directory(prepared, 0, index);
+            walk.directory(prepared, 0, index, None);
         }
         // A walk that went through every folder took every descriptor kept ahead of it.
         debug_assert!(walk.remaining == 0 || queue.kept.load(Ordering::Relaxed) == 0, "descriptors counted ahead");
@@ -219,13 +219,14 @@ pub(crate) fn scan_from(
                 match root {
                     Some(fd) => {
                         let visit = Held::Own(Ok(relist(&fd, &path, &mut walk.buffers)));
-                        Prepared { visit, path: path.into_boxed_slice(), fd: Some(fd), files: None, subfolders: None }
+                        let path = path.into_boxed_slice();
+                        Prepared { visit, path, fd: Some(fd), files: None, subfolders: None, queued: None }
                     }
                     None => prepare(&Opener::Root, path, &mut walk.buffers),
                 }
             }
         };
-        walk.directory(prepared, 0, index);
+        walk.directory(prepared, 0, index, None);
     }
     walk.finish()
 }
@@ -385,8 +386,10 @@ impl<'q> Walk<'q> {
         Some(prepare(&Opener::Child(parent), path, &mut self.buffers))
     }
 
-    fn directory(&mut self, prepared: Prepared, depth: usize, root: usize) {
-        let Prepared { path, visit, fd, mut files, subfolders } = prepared;
+    /// Walks the folder `prepared`; `next` is the sibling the walk enters after it, if that one
+    /// is prepared already (see [`Ahead::next_sibling`]).
+    fn directory(&mut self, prepared: Prepared, depth: usize, root: usize, next: Option<&mut Prepared>) {
+        let Prepared { path, visit, fd, mut files, subfolders, queued } = prepared;
         if let Some(visited) = &mut self.visited
             && !visited.insert(path.to_vec())
         {
@@ -418,8 +421,12 @@ impl<'q> Walk<'q> {
         // A folder from disk whose subfolders the walk may enter came with them prepared, or else
         // keeps its descriptor.
         let mut nested = subfolders.map(|subfolders| subfolders.into_vec().into_iter());
+        // Runs for the next sibling's subfolders are queued ahead only where a folder is walked
+        // once (see `roots_overlap`): one walked again would leave their descriptors counted.
+        let next = next.filter(|_| self.visited.is_none());
         let mut ahead = (fd.as_ref().zip(queue)).filter(|_| depth < self.max_depth).map(|(parent, queue)| {
-            Ahead::new(parent, &path, folder, self.max_depth.saturating_sub(depth + 1), &queue.kept)
+            let levels = self.max_depth.saturating_sub(depth + 1);
+            Ahead::new(parent, &path, folder, levels, &queue.kept, queued.map(|queued| *queued), next)
         });
         for entry in folder.entries() {
             match entry.kind {
@@ -430,7 +437,10 @@ impl<'q> Walk<'q> {
                         self.forgo([&subfolder]);
                         subfolder
                     } else if from_disk {
-                        ahead.as_mut().expect("a folder listed from disk with subfolders is open").next(self)
+                        let ahead = ahead.as_mut().expect("a folder listed from disk with subfolders is open");
+                        let subfolder = ahead.next(self);
+                        self.directory(subfolder, depth + 1, root, ahead.next_sibling());
+                        continue;
                     } else {
                         let child = join(&path, folder.name(entry));
                         match self.fetch(fd.as_ref(), child, root) {
@@ -442,7 +452,7 @@ impl<'q> Walk<'q> {
                             }
                         }
                     };
-                    self.directory(prepared, depth + 1, root);
+                    self.directory(prepared, depth + 1, root, None);
                 }
                 Kind::Directory => {
                     // Not entered: beyond the depth bound (nothing was prepared for it), or the
@@ -495,6 +505,12 @@ impl<'q> Walk<'q> {
 }
 
 /// The subfolders of a folder being walked from disk, prepared ahead of the walk in runs.
+///
+/// Once every subfolder of the folder is queued, runs for the subfolders of the sibling the walk
+/// enters next are queued too, if that sibling is prepared already: the helpers would otherwise
+/// run out of work at the end of each folder, while the walk takes its last runs and until it
+/// enters the sibling. Those runs travel with the sibling ([`Prepared::queued`]), whose own
+/// `Ahead` takes them over.
 struct Ahead<'f> {
     parent: &'f Arc<OwnedFd>,
     path: &'f [u8],
@@ -513,6 +529,8 @@ struct Ahead<'f> {
     current: std::vec::IntoIter<RunFolder>,
     /// The scan's count of descriptors kept by runs and not yet handed to the walk.
     kept_ahead: &'f AtomicUsize,
+    /// The sibling the walk enters after this folder, if it is prepared already.
+    sibling: Option<&'f mut Prepared>,
 }
 
 impl<'f> Ahead<'f> {
@@ -522,19 +540,31 @@ impl<'f> Ahead<'f> {
         folder: &'f Folder,
         levels: usize,
         kept_ahead: &'f AtomicUsize,
+        queued: Option<Queued>,
+        sibling: Option<&'f mut Prepared>,
     ) -> Self {
         let subfolders = folder.subfolders().collect();
+        let Queued { runs, queued } = queued.unwrap_or_default();
         Ahead {
             parent,
             path,
             folder,
             subfolders,
             levels,
-            runs: VecDeque::new(),
-            queued: 0,
+            runs,
+            queued,
             taken: 0,
             current: Vec::new().into_iter(),
             kept_ahead,
+            sibling,
+        }
+    }
+
+    /// The subfolder the walk enters after the one it was last handed, if it is prepared already.
+    fn next_sibling(&mut self) -> Option<&mut Prepared> {
+        match self.current.as_mut_slice().first_mut()? {
+            RunFolder::Prepared(prepared) => Some(prepared),
+            RunFolder::Path(_) => None,
         }
     }
 
@@ -569,22 +599,60 @@ impl<'f> Ahead<'f> {
         }
     }
 
-    /// Queues runs until [`RUNS_AHEAD`] wait, or every subfolder is queued. Runs shrink toward
-    /// the folder's last subfolders (each takes at most one in [`TAIL_SHARE`] of those left), so that
-    /// the threads finish the folder at about the same time: with whole runs to the end, one
-    /// thread prepared the last run while the other, out of work, waited for the walk to leave
-    /// the folder and queue the next one's.
+    /// Queues runs until [`RUNS_AHEAD`] wait, or every subfolder is queued; then, while fewer
+    /// than [`RUNS_AHEAD`] wait, runs of the next sibling's subfolders (see [`Ahead`]).
     fn queue_runs(&mut self, walk: &Walk<'_>) {
-        while self.runs.len() < RUNS_AHEAD && self.queued < self.subfolders.len() {
-            let left = self.subfolders.len() - self.queued;
-            let end = self.queued + RUN.min(left.div_ceil(TAIL_SHARE));
-            let folders = self.subfolders[self.queued..end]
-                .iter()
-                .map(|&entry| RunFolder::Path(join(self.path, self.folder.name(entry))))
-                .collect();
-            let slot = walk.queue(Opener::Child(Arc::clone(self.parent)), folders, self.levels);
-            self.runs.push_back(slot);
-            self.queued = end;
+        let subfolders = self.subfolders.iter().copied();
+        let (path, folder) = (self.path, self.folder);
+        queue_runs(
+            walk,
+            self.parent,
+            path,
+            folder,
+            subfolders,
+            self.levels,
+            &mut self.runs,
+            &mut self.queued,
+            RUNS_AHEAD,
+        );
+        if self.queued < self.subfolders.len() {
+            return;
         }
+        let room = RUNS_AHEAD.saturating_sub(self.runs.len());
+        let Some(sibling) = self.sibling.as_deref_mut().filter(|_| room > 0) else { return };
+        let Prepared { path, visit, fd: Some(parent), subfolders: None, queued, .. } = sibling else { return };
+        let Ok(folder) = &**visit else { return };
+        let queued = queued.get_or_insert_with(Box::default);
+        let Queued { runs, queued } = &mut **queued;
+        let room = room + runs.len();
+        queue_runs(walk, parent, path, folder, folder.subfolders(), self.levels, runs, queued, room);
+    }
+}
+
+/// Queues runs of `subfolders` (those of `folder`, open as `parent` at `path`) after the first
+/// `queued` of them, until `runs` holds `limit` or every one is queued. Runs shrink toward the
+/// last subfolders (each takes at most one in [`TAIL_SHARE`] of those left), so that the threads
+/// finish the folder at about the same time: with whole runs to the end, one thread prepared the
+/// last run while the other, out of work, waited.
+#[allow(clippy::too_many_arguments)]
+fn queue_runs(
+    walk: &Walk<'_>,
+    parent: &Arc<OwnedFd>,
+    path: &[u8],
+    folder: &Folder,
+    subfolders: impl Iterator<Item = Entry> + Clone,
+    levels: usize,
+    runs: &mut VecDeque<Arc<Slot>>,
+    queued: &mut usize,
+    limit: usize,
+) {
+    let count = subfolders.clone().count();
+    let mut rest = subfolders.skip(*queued);
+    while runs.len() < limit && *queued < count {
+        let left = count - *queued;
+        let take = RUN.min(left.div_ceil(TAIL_SHARE));
+        let folders = rest.by_ref().take(take).map(|entry| RunFolder::Path(join(path, folder.name(entry)))).collect();
+        runs.push_back(walk.queue(Opener::Child(Arc::clone(parent)), folders, levels));
+        *queued += take;
     }
 }
