@@ -170,13 +170,14 @@ impl Digests {
     }
 }
 
-/// For `getdents64`, and for a listing's names and entries as they are read: a folder then takes
-/// them, sorted, in one allocation at its final size.
+/// For `getdents64`, and for a listing's names and entries as they are read, and as they are
+/// encoded: a folder then takes them, sorted, at their final size ([`Listing`]).
 #[derive(Default)]
 pub(super) struct ListingBuffers {
     read: Vec<u8>,
     names: Vec<u8>,
     entries: Vec<Entry>,
+    encoded: Vec<u8>,
 }
 
 impl Buffers {
@@ -326,15 +327,55 @@ fn has_subfolders(visit: &Visit) -> bool {
 /// not be examined, a listing that failed, a `SKILL.md` that is no skill) is boxed: a folder
 /// listed cleanly holds its listing and its skill.
 pub(crate) struct Folder {
-    /// Its entries in code-point order of names, back to back, in one allocation: each as its
-    /// kind and type ([`Entry::tag`]), its name's length (two bytes, little-endian: a listed
-    /// name is shorter than `getdents64`'s 16-bit record length) and its name.
-    pub(super) listing: Box<[u8]>,
-    /// How many entries it lists.
-    pub(super) len: u32,
+    /// Its entries in code-point order of names, back to back: each as its kind and type
+    /// ([`Entry::tag`]), its name's length (two bytes, little-endian: a listed name is shorter
+    /// than `getdents64`'s 16-bit record length) and its name.
+    pub(super) listing: Listing,
     /// What went wrong while listing it, if anything did.
     pub(super) trouble: Option<Box<Trouble>>,
     pub(super) skill: Option<Result<(Skill, ContentVersion), Box<Diagnostic>>>,
+}
+
+/// A folder's listing ([`Folder::listing`]) and how many entries it holds: within the folder
+/// when it is short (a skill's folder often lists its `SKILL.md` alone), else in one allocation.
+#[derive(Debug)]
+pub(super) enum Listing {
+    Within { count: u8, len: u8, bytes: [u8; WITHIN] },
+    Apart { bytes: Box<[u8]>, count: u32 },
+}
+
+/// The longest listing kept within its folder: as long as the listing takes no more room there
+/// than one kept apart does.
+const WITHIN: usize = 21;
+const _: () = assert!(std::mem::size_of::<Listing>() == 24);
+
+impl Listing {
+    fn new(bytes: &[u8], count: usize) -> Self {
+        match u8::try_from(count) {
+            Ok(count) if bytes.len() <= WITHIN => {
+                let mut within = [0; WITHIN];
+                within[..bytes.len()].copy_from_slice(bytes);
+                Listing::Within { count, len: bytes.len() as u8, bytes: within }
+            }
+            // A listing that overflows 32 bits would need millions of entries, far past any
+            // entry budget (and the memory to list them).
+            _ => Listing::Apart { bytes: Box::from(bytes), count: u32::try_from(count).unwrap_or(u32::MAX) },
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Listing::Within { len, bytes, .. } => &bytes[..usize::from(*len)],
+            Listing::Apart { bytes, .. } => bytes,
+        }
+    }
+
+    fn count(&self) -> usize {
+        match self {
+            Listing::Within { count, .. } => usize::from(*count),
+            Listing::Apart { count, .. } => *count as usize,
+        }
+    }
 }
 
 /// What went wrong while listing a folder.
@@ -350,12 +391,12 @@ pub(crate) struct Trouble {
 impl Folder {
     /// Its entries, in code-point order of names.
     pub(super) fn entries(&self) -> Entries<'_> {
-        Entries { listing: &self.listing, at: 0 }
+        Entries { listing: self.listing.bytes(), at: 0 }
     }
 
     /// How many entries it lists.
     pub(super) fn len(&self) -> usize {
-        self.len as usize
+        self.listing.count()
     }
 
     /// The entries that are folders, in order.
@@ -364,7 +405,7 @@ impl Folder {
     }
 
     pub(super) fn name(&self, entry: Entry) -> &[u8] {
-        &self.listing[entry.start as usize..(entry.start + entry.len) as usize]
+        &self.listing.bytes()[entry.start as usize..(entry.start + entry.len) as usize]
     }
 
     /// Entries whose type could not be looked up (see [`Trouble::unexamined`]).
@@ -793,7 +834,7 @@ fn open_and_list(
 }
 
 pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut ListingBuffers) -> (Folder, OwnedFd) {
-    let ListingBuffers { read, names, entries } = buffers;
+    let ListingBuffers { read, names, entries, encoded } = buffers;
     names.clear();
     entries.clear();
     let mut unexamined = Vec::new();
@@ -834,16 +875,20 @@ pub(super) fn list(fd: OwnedFd, path: &[u8], buffers: &mut ListingBuffers) -> (F
     }
     let trouble = (!unexamined.is_empty() || error.is_some()).then(|| Box::new(Trouble { unexamined, error }));
     let name = |entry: &Entry| &names[entry.start as usize..(entry.start + entry.len) as usize];
-    entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
-    let mut listing = Vec::with_capacity(names.len() + ENTRY_HEADER * entries.len());
+    if names.is_ascii() {
+        // Code-point order, for ASCII, is byte order.
+        entries.sort_by(|a, b| name(a).cmp(name(b)));
+    } else {
+        entries.sort_by(|a, b| pystr::cmp_units(name(a), name(b)));
+    }
+    encoded.clear();
     for entry in entries.iter() {
         // Shorter than a 16-bit record length: the length fits.
-        listing.push(entry.tag());
-        listing.extend_from_slice(&(entry.len as u16).to_le_bytes());
-        listing.extend_from_slice(name(entry));
+        encoded.push(entry.tag());
+        encoded.extend_from_slice(&(entry.len as u16).to_le_bytes());
+        encoded.extend_from_slice(name(entry));
     }
-    let len = u32::try_from(entries.len()).unwrap_or(u32::MAX);
-    let folder = Folder { listing: listing.into_boxed_slice(), len, trouble, skill: None };
+    let folder = Folder { listing: Listing::new(encoded, entries.len()), trouble, skill: None };
     (folder, fd)
 }
 
@@ -913,8 +958,7 @@ pub(super) fn relist(fd: &OwnedFd, path: &[u8], buffers: &mut Buffers) -> Folder
             Ok(again) => list(again, path, &mut buffers.listing),
             Err(errno) => {
                 return Folder {
-                    listing: Box::default(),
-                    len: 0,
+                    listing: Listing::new(&[], 0),
                     trouble: Some(Box::new(Trouble { error: Some(OsFailure::new(errno, path)), ..Trouble::default() })),
                     skill: None,
                 };

@@ -526,3 +526,31 @@ fn a_folder_s_listing_gives_back_every_entry_sorted_with_its_kind_and_type() {
     let subfolders: Vec<&[u8]> = folder.subfolders().map(|entry| folder.name(entry)).collect();
     assert_eq!(subfolders, [b"SKILL.md.d".as_slice(), b"folder"]);
 }
+
+#[test]
+fn a_short_listing_kept_within_its_folder_reads_as_one_kept_apart() {
+    use super::listing::{Buffers, Listing, relist};
+    use std::os::unix::ffi::OsStrExt as _;
+    // 21 bytes of listing are kept within the folder (three for each entry, then its name), 22
+    // apart; an empty folder lists nothing.
+    for (names, within) in [
+        (&[][..], true),
+        (&["SKILL.md"][..], true),
+        (&["SKILL.md", "abcdefg"][..], true),
+        (&["SKILL.md", "abcdefgh"][..], false),
+        (&["a", "b", "c", "d", "e", "f", "g"][..], false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        for name in names {
+            std::fs::write(dir.path().join(name), "x").unwrap();
+        }
+        let fd = rustix::fs::open(dir.path(), rustix::fs::OFlags::DIRECTORY, rustix::fs::Mode::empty()).unwrap();
+        let folder = relist(&fd, dir.path().as_os_str().as_bytes(), &mut Buffers::default());
+        assert_eq!(matches!(folder.listing, Listing::Within { .. }), within, "{names:?}");
+        let listed: Vec<&[u8]> = folder.entries().map(|entry| folder.name(entry)).collect();
+        let mut expected: Vec<&[u8]> = names.iter().map(|name| name.as_bytes()).collect();
+        expected.sort();
+        assert_eq!(listed, expected);
+        assert_eq!(folder.len(), names.len());
+    }
+}
