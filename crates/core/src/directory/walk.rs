@@ -15,7 +15,7 @@
 //! walk's, so the walk order, both bounds and every diagnostic come out exactly as a full walk
 //! of the same tree would give them.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -425,26 +425,25 @@ impl<'q> Walk<'q> {
         // once (see `roots_overlap`): one walked again would leave their descriptors counted.
         let next = next.filter(|_| self.visited.is_none());
         let mut ahead = (fd.as_ref().zip(queue)).filter(|_| depth < self.max_depth).map(|(parent, queue)| {
-            let levels = self.max_depth.saturating_sub(depth + 1);
-            Ahead::new(parent, &path, folder, levels, &queue.kept, queued.map(|queued| *queued), next)
+            let of = Parent { fd: parent, path: &path, folder, levels: self.max_depth.saturating_sub(depth + 1) };
+            Ahead::new(of, &queue.kept, queued.map(|queued| *queued), next)
         });
         for entry in folder.entries() {
             match entry.kind {
                 Kind::Directory if depth < self.max_depth && self.remaining > 0 => {
-                    let prepared = if let Some(nested) = &mut nested {
+                    let (prepared, next) = if let Some(nested) = &mut nested {
                         let subfolder = nested.next().expect("a folder's subfolders are prepared together");
                         // On the walk's path from now on (see `Ahead::next`).
                         self.forgo([&subfolder]);
-                        subfolder
+                        (subfolder, None)
                     } else if from_disk {
                         let ahead = ahead.as_mut().expect("a folder listed from disk with subfolders is open");
                         let subfolder = ahead.next(self);
-                        self.directory(subfolder, depth + 1, root, ahead.next_sibling());
-                        continue;
+                        (subfolder, ahead.next_sibling())
                     } else {
                         let child = join(&path, folder.name(entry));
                         match self.fetch(fd.as_ref(), child, root) {
-                            Some(prepared) => prepared,
+                            Some(prepared) => (prepared, None),
                             None => {
                                 self.outcome.lost = true;
                                 self.remaining = 0;
@@ -452,7 +451,7 @@ impl<'q> Walk<'q> {
                             }
                         }
                     };
-                    self.directory(prepared, depth + 1, root, None);
+                    self.directory(prepared, depth + 1, root, next);
                 }
                 Kind::Directory => {
                     // Not entered: beyond the depth bound (nothing was prepared for it), or the
@@ -512,18 +511,11 @@ impl<'q> Walk<'q> {
 /// enters the sibling. Those runs travel with the sibling ([`Prepared::queued`]), whose own
 /// `Ahead` takes them over.
 struct Ahead<'f> {
-    parent: &'f Arc<OwnedFd>,
-    path: &'f [u8],
-    folder: &'f Folder,
+    /// The folder, and the levels the walk may enter beneath its subfolders.
+    of: Parent<'f>,
     subfolders: Vec<Entry>,
-    /// Levels the walk may enter beneath the subfolders (see [`Task::levels`]).
-    levels: usize,
-    /// Runs queued, in order.
-    runs: VecDeque<Arc<Slot>>,
-    /// Subfolders queued so far.
-    queued: usize,
-    /// Subfolders handed to the walk so far.
-    taken: usize,
+    /// The runs queued, and how many subfolders they take.
+    queued: Queued,
     /// What is left of the run being consumed; the folders it left unprepared (it stopped at its
     /// descriptor bound) still as paths.
     current: std::vec::IntoIter<RunFolder>,
@@ -533,31 +525,53 @@ struct Ahead<'f> {
     sibling: Option<&'f mut Prepared>,
 }
 
+/// A folder whose subfolders are prepared in runs: open as `fd` at `path`, listed as `folder`,
+/// with `levels` of folders beneath its subfolders that the walk may enter (see [`Task::levels`]).
+struct Parent<'f> {
+    fd: &'f Arc<OwnedFd>,
+    path: &'f [u8],
+    folder: &'f Folder,
+    levels: usize,
+}
+
+impl Parent<'_> {
+    /// Queues runs of `subfolders` (the folder's, `count` of them) after the first ones `queued`
+    /// takes already, until it holds `limit` runs or every subfolder is queued. Runs shrink toward
+    /// the last subfolders (each takes at most one in [`TAIL_SHARE`] of those left), so that the
+    /// threads finish the folder at about the same time: with whole runs to the end, one thread
+    /// prepared the last run while the other, out of work, waited.
+    fn queue_runs(
+        &self,
+        walk: &Walk<'_>,
+        subfolders: impl Iterator<Item = Entry>,
+        count: usize,
+        queued: &mut Queued,
+        limit: usize,
+    ) {
+        let mut rest = subfolders.skip(queued.queued);
+        while queued.runs.len() < limit && queued.queued < count {
+            let take = RUN.min((count - queued.queued).div_ceil(TAIL_SHARE));
+            let folders = rest
+                .by_ref()
+                .take(take)
+                .map(|entry| RunFolder::Path(join(self.path, self.folder.name(entry))))
+                .collect();
+            queued.runs.push_back(walk.queue(Opener::Child(Arc::clone(self.fd)), folders, self.levels));
+            queued.queued += take;
+        }
+    }
+}
+
 impl<'f> Ahead<'f> {
     fn new(
-        parent: &'f Arc<OwnedFd>,
-        path: &'f [u8],
-        folder: &'f Folder,
-        levels: usize,
+        of: Parent<'f>,
         kept_ahead: &'f AtomicUsize,
         queued: Option<Queued>,
         sibling: Option<&'f mut Prepared>,
     ) -> Self {
-        let subfolders = folder.subfolders().collect();
-        let Queued { runs, queued } = queued.unwrap_or_default();
-        Ahead {
-            parent,
-            path,
-            folder,
-            subfolders,
-            levels,
-            runs,
-            queued,
-            taken: 0,
-            current: Vec::new().into_iter(),
-            kept_ahead,
-            sibling,
-        }
+        let subfolders = of.folder.subfolders().collect();
+        let queued = queued.unwrap_or_default();
+        Ahead { of, subfolders, queued, current: Vec::new().into_iter(), kept_ahead, sibling }
     }
 
     /// The subfolder the walk enters after the one it was last handed, if it is prepared already.
@@ -573,7 +587,6 @@ impl<'f> Ahead<'f> {
         loop {
             match self.current.next() {
                 Some(RunFolder::Prepared(prepared)) => {
-                    self.taken += 1;
                     if prepared.fd.is_some() {
                         // On the walk's path from now on (a run left behind when the walk ends
                         // early is never handed out, but then the scan is over).
@@ -582,9 +595,8 @@ impl<'f> Ahead<'f> {
                     return prepared;
                 }
                 Some(RunFolder::Path(path)) => {
-                    self.taken += 1;
-                    let opener = Opener::Child(Arc::clone(self.parent));
-                    let prepared = prepare_child(&opener, path, self.levels, &mut walk.buffers);
+                    let opener = Opener::Child(Arc::clone(self.of.fd));
+                    let prepared = prepare_child(&opener, path, self.of.levels, &mut walk.buffers);
                     // Those beneath are handed to the walk as it reaches them, and counted till then.
                     self.kept_ahead.fetch_add(kept_beneath(&prepared), Ordering::Relaxed);
                     return prepared;
@@ -592,7 +604,7 @@ impl<'f> Ahead<'f> {
                 None => {}
             }
             self.queue_runs(walk);
-            let slot = self.runs.pop_front().expect("the next subfolder is queued");
+            let slot = self.queued.runs.pop_front().expect("the next subfolder is queued");
             // The runs after it are queued before the walk waits, so that it can prepare one.
             self.queue_runs(walk);
             self.current = walk.wait(&slot).into_iter();
@@ -602,57 +614,20 @@ impl<'f> Ahead<'f> {
     /// Queues runs until [`RUNS_AHEAD`] wait, or every subfolder is queued; then, while fewer
     /// than [`RUNS_AHEAD`] wait, runs of the next sibling's subfolders (see [`Ahead`]).
     fn queue_runs(&mut self, walk: &Walk<'_>) {
-        let subfolders = self.subfolders.iter().copied();
-        let (path, folder) = (self.path, self.folder);
-        queue_runs(
-            walk,
-            self.parent,
-            path,
-            folder,
-            subfolders,
-            self.levels,
-            &mut self.runs,
-            &mut self.queued,
-            RUNS_AHEAD,
-        );
-        if self.queued < self.subfolders.len() {
+        let (subfolders, count) = (self.subfolders.iter().copied(), self.subfolders.len());
+        self.of.queue_runs(walk, subfolders, count, &mut self.queued, RUNS_AHEAD);
+        let room = RUNS_AHEAD.saturating_sub(self.queued.runs.len());
+        if self.queued.queued < count || room == 0 {
             return;
         }
-        let room = RUNS_AHEAD.saturating_sub(self.runs.len());
-        let Some(sibling) = self.sibling.as_deref_mut().filter(|_| room > 0) else { return };
-        let Prepared { path, visit, fd: Some(parent), subfolders: None, queued, .. } = sibling else { return };
+        let Some(Prepared { path, visit, fd: Some(fd), subfolders: None, queued, .. }) = self.sibling.as_deref_mut()
+        else {
+            return;
+        };
         let Ok(folder) = &**visit else { return };
         let queued = queued.get_or_insert_with(Box::default);
-        let Queued { runs, queued } = &mut **queued;
-        let room = room + runs.len();
-        queue_runs(walk, parent, path, folder, folder.subfolders(), self.levels, runs, queued, room);
-    }
-}
-
-/// Queues runs of `subfolders` (those of `folder`, open as `parent` at `path`) after the first
-/// `queued` of them, until `runs` holds `limit` or every one is queued. Runs shrink toward the
-/// last subfolders (each takes at most one in [`TAIL_SHARE`] of those left), so that the threads
-/// finish the folder at about the same time: with whole runs to the end, one thread prepared the
-/// last run while the other, out of work, waited.
-#[allow(clippy::too_many_arguments)]
-fn queue_runs(
-    walk: &Walk<'_>,
-    parent: &Arc<OwnedFd>,
-    path: &[u8],
-    folder: &Folder,
-    subfolders: impl Iterator<Item = Entry> + Clone,
-    levels: usize,
-    runs: &mut VecDeque<Arc<Slot>>,
-    queued: &mut usize,
-    limit: usize,
-) {
-    let count = subfolders.clone().count();
-    let mut rest = subfolders.skip(*queued);
-    while runs.len() < limit && *queued < count {
-        let left = count - *queued;
-        let take = RUN.min(left.div_ceil(TAIL_SHARE));
-        let folders = rest.by_ref().take(take).map(|entry| RunFolder::Path(join(path, folder.name(entry)))).collect();
-        runs.push_back(walk.queue(Opener::Child(Arc::clone(parent)), folders, levels));
-        *queued += take;
+        let sibling = Parent { fd, path, folder, levels: self.of.levels };
+        let limit = room + queued.runs.len();
+        sibling.queue_runs(walk, folder.subfolders(), folder.subfolders().count(), queued, limit);
     }
 }
