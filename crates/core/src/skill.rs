@@ -75,6 +75,9 @@ fn description_end(text: &str) -> usize {
 // (at most 1000 code points, 4,000 bytes) within fourteen.
 const _: () = assert!(HEADER + MAX_NAME_LEN < 1 << 7);
 const _: () = assert!(HEADER + MAX_NAME_LEN + 4 * MAX_DESCRIPTION_CHARS < 1 << 14);
+// A name, and a skill, is one pointer to its text (with the text's length).
+const _: () = assert!(std::mem::size_of::<SkillName>() == 2 * std::mem::size_of::<usize>());
+const _: () = assert!(std::mem::size_of::<Skill>() == 2 * std::mem::size_of::<usize>());
 
 thread_local! {
     /// Where a text is put together before it is copied into its allocation.
